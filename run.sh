@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Bootstrap and run scaledp on a fresh machine that has only Python 3.11.
+#   bash run.sh demo          install (once) and run the main job on generated data
+#   bash run.sh test          install (once) and run the default test suite
+#   bash run.sh bench NAME    run one benchmark script from benchmarks/
+#   bash run.sh scaledp ARGS  run the CLI from the project's environment
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if command -v python3.11 >/dev/null 2>&1; then PY=python3.11; else PY=python3; fi
+fi
+VENV=.venv
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+stamp="$VENV/.scaledp-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+cmd="${1:-demo}"
+shift || true
+case "$cmd" in
+  demo)
+    exec "$VENV/bin/scaledp" demo "$@" ;;
+  test)
+    set +e
+    "$VENV/bin/python" -m pytest -q "$@"
+    rc=$?
+    set -e
+    # pytest exits 5 when no test was collected: that is not a failure of the code.
+    if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi
+    exit "$rc" ;;
+  bench)
+    name="$1"; shift
+    exec "$VENV/bin/python" "benchmarks/$name.py" "$@" ;;
+  scaledp)
+    exec "$VENV/bin/scaledp" "$@" ;;
+  *)
+    echo "usage: bash run.sh demo|test|bench NAME|scaledp ARGS" >&2; exit 2 ;;
+esac

@@ -1,0 +1,221 @@
+"""The ``scaledp`` command."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from .audit import audit_file, quantile_loss, uniform_loss
+from .datasets import build_space, parse_dataset
+from .mechanisms import Mechanism, SolveResult, exponential_mechanism, solve_pmo
+from .mechanisms.optimal import SolverLimitError
+
+err = Console(stderr=True)
+out = Console()
+
+METHODS = ("lp", "expmech")
+
+
+@contextmanager
+def _friendly_errors() -> Iterator[None]:
+    """Turn bad input into a one-line error (exit 2) instead of a traceback."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise click.UsageError(str(exc)) from None
+    except SolverLimitError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="scaledp")
+def main() -> None:
+    """scaledp: privacy mechanisms that are optimal and still scale."""
+
+
+def _space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float,
+                        cost: str, seed: int | None):
+    ds = parse_dataset(dataset, cell=cell, seed=seed)
+    return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
+
+
+def _run_method(space, method: str, solver: str, time_limit: float | None, reduce: bool,
+                quiet: bool) -> SolveResult:
+    if method == "expmech":
+        return exponential_mechanism(space)
+    if quiet:
+        return solve_pmo(space, solver=solver, time_limit=time_limit, reduce=reduce)
+    t0 = time.perf_counter()
+    with err.status("solving ...") as status:
+        def progress(msg: str) -> None:
+            status.update(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
+        return solve_pmo(space, solver=solver, time_limit=time_limit, reduce=reduce, progress=progress)
+
+
+@main.command()
+@click.option("--dataset", required=True, help="grid:ROWSxCOLS | gaussian:N:DIM | road:NODES.csv,EDGES.csv:N | embedding:FILE:N")
+@click.option("--cell", type=float, default=1.0, show_default=True, help="grid cell size (km)")
+@click.option("--outputs", "outputs", type=int, default=None, help="K outputs sampled from the records (default: all)")
+@click.option("--epsilon", type=float, required=True, help="privacy budget per distance unit")
+@click.option("--eta", type=float, required=True, help="neighbour threshold")
+@click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True)
+@click.option("--method", type=click.Choice(METHODS), default="lp", show_default=True)
+@click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp"]), default="simplex", show_default=True,
+              help="HiGHS algorithm for LP methods")
+@click.option("--time-limit", type=float, default=None, help="seconds")
+@click.option("--no-reduce", is_flag=True, help="keep implied mDP constraints (for comparison)")
+@click.option("--seed", type=int, default=None, help="seed for sampling records, outputs, destinations")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="write the mechanism (.npz)")
+@click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
+def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
+          solver: str, time_limit: float | None, no_reduce: bool, seed: int | None, out_path: str | None,
+          as_json: bool) -> None:
+    """Compute a certified mDP mechanism for a dataset."""
+    with _friendly_errors():
+        space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
+        res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json)
+        if out_path:
+            res.mechanism.save(out_path)
+    summary = res.summary()
+    if out_path:
+        summary["out"] = out_path
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    t = Table(title=f"{method} on {space.name} (N={space.n_records}, K={space.n_outputs}, eps={epsilon:g}, eta={eta:g})")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    for k in ("status", "expected_loss", "lower_bound", "gap", "iterations", "seconds", "constraints_before",
+              "constraints_after", "audit_passed"):
+        t.add_row(k, _fmt(summary[k]))
+    if "certify_mixing" in res.stats:
+        t.add_row("certify mixing", _fmt(res.stats["certify_mixing"]))
+    out.print(t)
+    if out_path:
+        out.print(f"mechanism written to {out_path}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--q", type=float, default=0.95, show_default=True, help="quantile for L_q")
+@click.option("--json", "as_json", is_flag=True)
+def audit(file: str, q: float, as_json: bool) -> None:
+    """Exactly verify a mechanism file and report its losses. Exit status 1 if it fails."""
+    with _friendly_errors():
+        rep = audit_file(file, q=q)
+    if as_json:
+        click.echo(json.dumps(rep.as_dict()))
+    else:
+        v = rep.verify
+        t = Table(title=f"audit of {file}")
+        t.add_column("quantity")
+        t.add_column("value", justify="right")
+        for k, val in (("records x outputs", f"{rep.n_records} x {rep.n_outputs}"), ("epsilon", v.epsilon),
+                       ("pairs checked", v.pairs_checked), ("inequalities checked", v.inequalities_checked),
+                       ("violations", v.violations), ("max loss per unit distance", v.max_loss_per_distance),
+                       ("max |row sum - 1|", v.max_row_error), ("expected loss", rep.expected_loss),
+                       ("worst-case loss", rep.worst_case_loss), (f"L_{q:g} loss", rep.quantile_loss),
+                       ("PASSED" if v.passed else "FAILED", "")):
+            t.add_row(k, _fmt(val, 6))
+        out.print(t)
+    if not rep.verify.passed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--input", "input_path", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              show_default=True, help="CSV of record indices (one per line, or a 'record' column); - for stdin")
+@click.option("--seed", type=int, default=None, help="reproducible draws (default: OS secure randomness)")
+def perturb(file: str, input_path: str, seed: int | None) -> None:
+    """Perturb record indices with a mechanism: CSV 'record,output' on stdout."""
+    with _friendly_errors():
+        mech = Mechanism.load(file)
+        text = sys.stdin.read() if input_path == "-" else Path(input_path).read_text()
+        records = _parse_records(text)
+        outs = mech.perturb(records, rng=seed)
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(["record", "output"])
+    for r, o in zip(records.tolist(), outs.tolist()):
+        w.writerow([r, o])
+
+
+def _parse_records(text: str) -> np.ndarray:
+    rows = [r for r in csv.reader(text.splitlines()) if r and any(c.strip() for c in r)]
+    if not rows:
+        raise ValueError("input has no record indices")
+    col = 0
+    if not rows[0][0].strip().lstrip("-").isdigit():
+        header = [c.strip() for c in rows[0]]
+        if "record" not in header:
+            raise ValueError(f"input header must contain a 'record' column, got {header}")
+        col = header.index("record")
+        rows = rows[1:]
+    try:
+        return np.array([int(r[col]) for r in rows], dtype=np.int64)
+    except (ValueError, IndexError):
+        raise ValueError("input rows must hold integer record indices") from None
+
+
+@main.command()
+@click.option("--rows", type=int, default=10, show_default=True)
+@click.option("--cols", type=int, default=12, show_default=True)
+@click.option("--epsilon", type=float, default=2.0, show_default=True, help="per km")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--out-dir", type=click.Path(file_okay=False), default="out", show_default=True)
+def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str) -> None:
+    """The main job on generated data: an optimal grid mechanism against ExpMech, audited."""
+    with _friendly_errors():
+        ds = parse_dataset(f"grid:{rows}x{cols}", cell=1.0)
+        space = build_space(ds, epsilon=epsilon, eta=2.0, cost="travel", seed=seed)
+        out.print(f"[bold]scaledp demo[/bold]: grid {rows}x{cols} of 1 km cells, {space.n_records} records, "
+                  f"K={space.n_outputs} outputs, eps={epsilon:g}/km, eta=2 km, travel cost to 100 destinations")
+        results = {"optimal LP": _run_method(space, "lp", "simplex", None, True, quiet=False),
+                   "ExpMech": exponential_mechanism(space)}
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for name, res in results.items():
+            paths[name] = res.mechanism.save(Path(out_dir) / f"demo_{res.method}.npz")
+    t = Table(title="optimal mechanism vs exponential mechanism (same epsilon, same instance)")
+    for c in ("mechanism", "exp. loss", "L_0.95", "lower bd", "gap", "sec", "audit"):
+        t.add_column(c, justify="right" if c != "mechanism" else "left")
+    for name, res in results.items():
+        rep = audit_file(paths[name])
+        t.add_row(name, _fmt(res.upper_bound), _fmt(quantile_loss(res.mechanism.matrix, space.cost)),
+                  _fmt(res.lower_bound), _fmt(res.gap), _fmt(res.timings.get("total"), 3),
+                  "PASSED" if rep.verify.passed else "FAILED")
+    out.print(t)
+    out.print("written: " + ", ".join(str(p) for p in paths.values()))
+    lp, em = results["optimal LP"], results["ExpMech"]
+    out.print(f"uniform random output would cost {uniform_loss(space.cost, space.prior):.4g}; "
+              f"the optimal mechanism's loss is {100 * (1 - lp.upper_bound / em.upper_bound):.1f}% lower than ExpMech's.")
+    out.print(f"LP: {lp.stats['constraints_before']} mDP+sum constraints before the exact reduction, "
+              f"{lp.stats['constraints_after']} after; certification moved {lp.stats['certify_mixing']:.2g} "
+              "of the mass to uniform.")
+    sample = lp.mechanism.perturb(np.arange(5), rng=seed)
+    out.print(f"perturbing records 0..4 -> outputs {sample.tolist()} (try: scaledp perturb {paths['optimal LP']})")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,90 @@
+"""Word embeddings: a ``.npy`` matrix with a word list, or the word2vec binary format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import _validate as V
+from ..randomness import RNGLike, as_generator
+from .base import Dataset
+
+
+def read_word2vec_bin(path: str | Path, limit: int | None = None) -> tuple[list[str], np.ndarray]:
+    """Read the word2vec binary format: a header line ``count dim``, then for each word the
+    word's bytes, a space, and ``dim`` little-endian float32 values (optionally a newline).
+
+    Returns the words and a (count, dim) float64 array. ``limit`` keeps only the first words.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"word2vec file not found: {p}")
+    data = p.read_bytes()
+    nl = data.find(b"\n")
+    try:
+        count, dim = (int(x) for x in data[:nl].split())
+    except ValueError:
+        raise ValueError(f"{p} does not start with a 'count dim' header line") from None
+    if count < 1 or dim < 1:
+        raise ValueError(f"{p}: header says {count} words of dimension {dim}")
+    if limit is not None:
+        count = min(count, V.int_in_range("limit", limit, 1))
+    words: list[str] = []
+    vecs = np.empty((count, dim), dtype=np.float32)
+    pos = nl + 1
+    nbytes = 4 * dim
+    for t in range(count):
+        while pos < len(data) and data[pos:pos + 1] in (b"\n", b" "):
+            pos += 1
+        sp = data.find(b" ", pos)
+        if sp < 0 or sp + 1 + nbytes > len(data):
+            raise ValueError(f"{p} is truncated at word {t} of {count}")
+        words.append(data[pos:sp].decode("utf-8", errors="replace"))
+        vecs[t] = np.frombuffer(data, dtype="<f4", count=dim, offset=sp + 1)
+        pos = sp + 1 + nbytes
+    return words, vecs.astype(np.float64)
+
+
+def read_npy_words(npy: str | Path, words: str | Path | None = None) -> tuple[list[str], np.ndarray]:
+    """Read an embedding matrix from ``.npy`` and its words (one per line) from ``words``
+    (default: the same path with ``.txt``)."""
+    p = Path(npy)
+    if not p.is_file():
+        raise ValueError(f"embedding file not found: {p}")
+    vecs = np.load(p).astype(np.float64)
+    if vecs.ndim != 2:
+        raise ValueError(f"{p} must hold a 2-D (words x dim) array, got shape {vecs.shape}")
+    wp = Path(words) if words is not None else p.with_suffix(".txt")
+    if wp.is_file():
+        wl = wp.read_text(encoding="utf-8").splitlines()
+        if len(wl) != len(vecs):
+            raise ValueError(f"{wp} has {len(wl)} words but {p} has {len(vecs)} vectors")
+    else:
+        wl = [str(i) for i in range(len(vecs))]
+    return wl, vecs
+
+
+def embeddings(path: str | Path, n: int | None = None, seed: RNGLike = None,
+               words: str | Path | None = None) -> Dataset:
+    """Records = ``n`` words (a seeded sample; all when None) of an embedding file (``.npy``
+    with a word list, or word2vec ``.bin``); Euclidean distance between vectors. Words whose
+    vectors repeat an earlier word's are dropped (records must be distinct points)."""
+    p = Path(path)
+    if p.suffix == ".bin":
+        wl, vecs = read_word2vec_bin(p)
+    else:
+        wl, vecs = read_npy_words(p, words)
+    if not np.all(np.isfinite(vecs)):
+        raise ValueError(f"{p} contains NaN or inf vectors")
+    _, first = np.unique(vecs, axis=0, return_index=True)
+    cand = np.sort(first)
+    if n is None:
+        chosen = cand
+    else:
+        n = V.int_in_range("n", n, 2)
+        if n > len(cand):
+            raise ValueError(f"n={n} exceeds the {len(cand)} distinct vectors in {p}")
+        chosen = np.sort(as_generator(seed).choice(cand, size=n, replace=False))
+    return Dataset(points=vecs[chosen], metric="euclidean", name=f"embedding:{p.name}:{len(chosen)}",
+                   labels=tuple(wl[i] for i in chosen))

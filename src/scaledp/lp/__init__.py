@@ -1,0 +1,1 @@
+"""LP plumbing with no privacy claims."""

@@ -1,0 +1,193 @@
+"""HiGHS plumbing: the only module that imports ``highspy``.
+
+It knows nothing about privacy: it takes ``min c'x  s.t.  row_lower <= A x <= row_upper,
+col_lower <= x <= col_upper`` with ``A`` a scipy.sparse matrix, and returns an
+:class:`LPSolution`. :class:`HighsLP` keeps a model alive so that rows can be added (the
+solver hot-starts from its last basis) and row bounds changed between solves, as the Benders
+engine needs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _validate as V
+
+SOLVERS = ("simplex", "ipm", "pdlp")
+INF = highspy.kHighsInf
+
+_STATUS = {
+    highspy.HighsModelStatus.kOptimal: "optimal",
+    highspy.HighsModelStatus.kInfeasible: "infeasible",
+    highspy.HighsModelStatus.kUnbounded: "unbounded",
+    highspy.HighsModelStatus.kUnboundedOrInfeasible: "infeasible_or_unbounded",
+    highspy.HighsModelStatus.kTimeLimit: "time_limit",
+    highspy.HighsModelStatus.kIterationLimit: "iteration_limit",
+    highspy.HighsModelStatus.kModelEmpty: "optimal",
+}
+
+
+@dataclass(frozen=True)
+class LPSolution:
+    """What one HiGHS solve returned.
+
+    Attributes:
+        status: 'optimal', 'infeasible', 'unbounded', 'infeasible_or_unbounded', 'time_limit',
+            'iteration_limit' or 'error: ...'.
+        x: primal values (may be absent or infeasible unless ``primal_feasible``).
+        row_dual: row duals (HiGHS convention: reduced costs are ``c - A' row_dual``).
+        col_dual: column reduced costs.
+        objective: primal objective value reported by HiGHS.
+        primal_feasible: whether HiGHS reports the primal solution feasible.
+        iterations: simplex (or IPM / PDLP) iterations.
+        seconds: wall time of the solve.
+    """
+
+    status: str
+    x: np.ndarray | None
+    row_dual: np.ndarray | None
+    col_dual: np.ndarray | None
+    objective: float
+    primal_feasible: bool
+    iterations: int
+    seconds: float
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "optimal"
+
+
+def _configure(h: highspy.Highs, *, solver: str, time_limit: float | None, tolerance: float,
+               presolve: bool, threads: int | None, log: bool) -> None:
+    V.choice("solver", solver, SOLVERS)
+    h.setOptionValue("output_flag", bool(log))
+    if solver == "simplex":
+        h.setOptionValue("solver", "simplex")
+        h.setOptionValue("simplex_strategy", 1)  # dual simplex
+    elif solver == "ipm":
+        h.setOptionValue("solver", "ipm")
+        h.setOptionValue("run_crossover", "on")
+    else:
+        h.setOptionValue("solver", "pdlp")
+    h.setOptionValue("presolve", "on" if presolve else "off")
+    h.setOptionValue("primal_feasibility_tolerance", float(tolerance))
+    h.setOptionValue("dual_feasibility_tolerance", float(tolerance))
+    if solver == "ipm":
+        h.setOptionValue("ipm_optimality_tolerance", max(float(tolerance), 1e-12))
+    if solver == "pdlp":
+        h.setOptionValue("pdlp_optimality_tolerance", max(float(tolerance), 1e-10))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", V.positive_float("time_limit", time_limit, allow_inf=True))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+
+
+class HighsLP:
+    """A live HiGHS model: ``min c'x, row_lower <= A x <= row_upper, col bounds``.
+
+    Args:
+        c, A, row_lower, row_upper, col_lower, col_upper: the LP (``A`` any scipy.sparse).
+        solver: 'simplex' (dual simplex), 'ipm' (interior point with crossover) or 'pdlp'.
+        time_limit: seconds per solve, or None.
+        tolerance: primal and dual feasibility tolerance (HiGHS accepts down to 1e-10).
+        presolve: HiGHS presolve; switch off where dual rays of infeasible models are needed.
+    """
+
+    def __init__(self, c: np.ndarray, A: sp.spmatrix, row_lower: np.ndarray, row_upper: np.ndarray,
+                 col_lower: np.ndarray, col_upper: np.ndarray, *, solver: str = "simplex",
+                 time_limit: float | None = None, tolerance: float = 1e-9, presolve: bool = True,
+                 threads: int | None = None, log: bool = False) -> None:
+        self.h = highspy.Highs()
+        _configure(self.h, solver=solver, time_limit=time_limit, tolerance=tolerance,
+                   presolve=presolve, threads=threads, log=log)
+        A = sp.csr_matrix(A)
+        A.sort_indices()
+        n_row, n_col = A.shape
+        c = np.ascontiguousarray(c, dtype=np.float64)
+        if c.shape != (n_col,):
+            raise ValueError(f"c must have {n_col} entries, got {c.shape}")
+        st = self.h.passModel(
+            int(n_col), int(n_row), int(A.nnz), 2, 1, 0.0, c,
+            np.ascontiguousarray(col_lower, dtype=np.float64),
+            np.ascontiguousarray(col_upper, dtype=np.float64),
+            np.ascontiguousarray(row_lower, dtype=np.float64),
+            np.ascontiguousarray(row_upper, dtype=np.float64),
+            A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32),
+            np.ascontiguousarray(A.data, dtype=np.float64), np.zeros(n_col, dtype=np.int32))
+        if st == highspy.HighsStatus.kError:
+            raise RuntimeError("HiGHS rejected the model (passModel returned an error)")
+        self.n_col = n_col
+        self.n_row = n_row
+
+    # ------------------------------------------------------------- changes
+    def add_rows(self, A_rows: sp.spmatrix, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Append rows (HiGHS keeps its basis and hot-starts the next solve)."""
+        R = sp.csr_matrix(A_rows)
+        R.sort_indices()
+        if R.shape[1] != self.n_col:
+            raise ValueError(f"new rows must have {self.n_col} columns, got {R.shape[1]}")
+        st = self.h.addRows(int(R.shape[0]), np.ascontiguousarray(lower, dtype=np.float64),
+                            np.ascontiguousarray(upper, dtype=np.float64), int(R.nnz),
+                            R.indptr[:-1].astype(np.int32), R.indices.astype(np.int32),
+                            np.ascontiguousarray(R.data, dtype=np.float64))
+        if st == highspy.HighsStatus.kError:
+            raise RuntimeError("HiGHS rejected the new rows")
+        self.n_row += R.shape[0]
+
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Change the bounds of the given rows (the model and basis are kept)."""
+        rows = np.ascontiguousarray(rows, dtype=np.int32)
+        st = self.h.changeRowsBounds(int(len(rows)), rows,
+                                     np.ascontiguousarray(lower, dtype=np.float64),
+                                     np.ascontiguousarray(upper, dtype=np.float64))
+        if st == highspy.HighsStatus.kError:
+            raise RuntimeError("HiGHS rejected the row bound change")
+
+    def set_option(self, name: str, value: object) -> None:
+        self.h.setOptionValue(name, value)
+
+    # --------------------------------------------------------------- solve
+    def solve(self) -> LPSolution:
+        t0 = time.perf_counter()
+        self.h.run()
+        seconds = time.perf_counter() - t0
+        ms = self.h.getModelStatus()
+        status = _STATUS.get(ms, f"error: {self.h.modelStatusToString(ms)}")
+        info = self.h.getInfo()
+        iters = int(info.simplex_iteration_count) + int(info.ipm_iteration_count) + int(info.pdlp_iteration_count)
+        primal_ok = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
+        x = row_dual = col_dual = None
+        if status == "optimal" or primal_ok:
+            sol = self.h.getSolution()
+            x = np.asarray(sol.col_value, dtype=np.float64)
+            if sol.dual_valid:
+                row_dual = np.asarray(sol.row_dual, dtype=np.float64)
+                col_dual = np.asarray(sol.col_dual, dtype=np.float64)
+        return LPSolution(status=status, x=x, row_dual=row_dual, col_dual=col_dual,
+                          objective=float(info.objective_function_value),
+                          primal_feasible=bool(primal_ok or status == "optimal"),
+                          iterations=iters, seconds=seconds)
+
+    def dual_ray(self) -> np.ndarray | None:
+        """A dual ray proving infeasibility (HiGHS ``getDualRay``), or None if none exists."""
+        st, has, ray = self.h.getDualRay()
+        if st == highspy.HighsStatus.kError or not has:
+            return None
+        return np.asarray(ray, dtype=np.float64)
+
+    def row_duals(self) -> np.ndarray:
+        return np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
+
+    def primal(self) -> np.ndarray:
+        return np.asarray(self.h.getSolution().col_value, dtype=np.float64)
+
+
+def solve_lp(c: np.ndarray, A: sp.spmatrix, row_lower: np.ndarray, row_upper: np.ndarray,
+             col_lower: np.ndarray, col_upper: np.ndarray, **options: object) -> LPSolution:
+    """Solve one LP with HiGHS (see :class:`HighsLP` for the options)."""
+    return HighsLP(c, A, row_lower, row_upper, col_lower, col_upper, **options).solve()  # type: ignore[arg-type]

@@ -1,0 +1,285 @@
+"""The metric-DP problem: records, outputs, privacy distances, utility costs, prior, epsilon, eta.
+
+Everything downstream (the mDP graph, the LPs, the mechanisms, the audit) reads only a
+:class:`Space`. Units are the user's (kilometres for locations).
+
+Paper 000, section 2: N secret records R, K perturbed outputs O, a metric d on R, the utility
+loss c[i, k] of reporting o_k for r_i, the prior p[i], the privacy budget epsilon and the
+neighbour threshold eta (records i, j are neighbours when d(i, j) <= eta).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from scipy.spatial import cKDTree
+from scipy.spatial.distance import cdist
+
+from . import _validate as V
+
+EARTH_RADIUS_KM = 6371.0088
+METRICS = ("euclidean", "haversine", "precomputed")
+
+
+def haversine_km(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Great-circle distance in km between (lat, lon) degree arrays ``a`` and ``b`` (broadcast).
+
+    Latitude comes first: the authors' MATLAB code swaps the two, we do not.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    lat1, lon1 = np.radians(a[..., 0]), np.radians(a[..., 1])
+    lat2, lon2 = np.radians(b[..., 0]), np.radians(b[..., 1])
+    h = np.sin((lat2 - lat1) / 2.0) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2.0) ** 2
+    return 2.0 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
+
+
+def _unit_sphere(latlon: np.ndarray) -> np.ndarray:
+    lat = np.radians(latlon[:, 0])
+    lon = np.radians(latlon[:, 1])
+    return np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+
+
+def pairwise(points_a: np.ndarray, points_b: np.ndarray, metric: str) -> np.ndarray:
+    """Dense distance matrix between two point sets under ``metric`` (not 'precomputed')."""
+    if metric == "euclidean":
+        return cdist(points_a, points_b)
+    if metric == "haversine":
+        return haversine_km(points_a[:, None, :], points_b[None, :, :])
+    raise ValueError(f"metric must be 'euclidean' or 'haversine' for coordinates, got {metric!r}")
+
+
+def paired(points_a: np.ndarray, points_b: np.ndarray, metric: str) -> np.ndarray:
+    """Distances between row ``t`` of ``points_a`` and row ``t`` of ``points_b``."""
+    if metric == "euclidean":
+        diff = points_a - points_b
+        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    if metric == "haversine":
+        return haversine_km(points_a, points_b)
+    raise ValueError(f"metric must be 'euclidean' or 'haversine' for coordinates, got {metric!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Space:
+    """A finite metric-DP problem instance.
+
+    Attributes:
+        cost: (N, K) utility loss c[i, k] of reporting output k for record i (non-negative).
+        prior: (N,) prior p[i] of each record (non-negative, sums to 1).
+        epsilon: privacy budget per unit of distance (> 0).
+        eta: neighbour threshold in distance units (> 0; ``inf`` means every pair).
+        metric: 'euclidean', 'haversine' (points are (lat, lon) degrees, distances in km) or
+            'precomputed' (``distance_matrix`` gives every record distance).
+        points: (N, dim) record coordinates, or None when the metric is precomputed.
+        distance_matrix: (N, N) record distances when ``metric == 'precomputed'``.
+        output_records: (K,) indices of the records used as outputs, or None when the outputs
+            are not records (their coordinates are then in ``output_points``).
+        output_points: (K, dim) output coordinates, or None.
+        labels: optional names of the records (words, road node ids).
+        name: a short description of where the instance came from.
+        unit: the distance unit.
+    """
+
+    cost: np.ndarray
+    prior: np.ndarray
+    epsilon: float
+    eta: float
+    metric: str = "euclidean"
+    points: np.ndarray | None = None
+    distance_matrix: np.ndarray | None = None
+    output_records: np.ndarray | None = None
+    output_points: np.ndarray | None = None
+    labels: tuple[str, ...] | None = None
+    name: str = "custom"
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        eps = V.positive_float("epsilon", self.epsilon)
+        eta = V.positive_float("eta", self.eta, allow_inf=True)
+        V.choice("metric", self.metric, METRICS)
+        cost = V.finite_array("cost", self.cost, ndim=2, nonneg=True)
+        n, k = cost.shape
+        if n < 1 or k < 1:
+            raise ValueError(f"cost must have at least one record and one output, got shape {cost.shape}")
+        prior = V.finite_array("prior", self.prior, ndim=1, nonneg=True)
+        if prior.shape != (n,):
+            raise ValueError(f"prior must have one entry per record ({n}), got shape {prior.shape}")
+        if abs(float(prior.sum()) - 1.0) > 1e-9:
+            raise ValueError(f"prior must sum to 1, got sum {float(prior.sum())!r}")
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "eta", eta)
+        object.__setattr__(self, "cost", cost)
+        object.__setattr__(self, "prior", prior)
+        if self.metric == "precomputed":
+            if self.distance_matrix is None:
+                raise ValueError("distance_matrix is required when metric='precomputed'")
+            dm = check_distance_matrix(self.distance_matrix, "distance_matrix")
+            if dm.shape != (n, n):
+                raise ValueError(f"distance_matrix must be ({n}, {n}) to match cost, got {dm.shape}")
+            object.__setattr__(self, "distance_matrix", dm)
+        else:
+            if self.points is None:
+                raise ValueError(f"points are required when metric={self.metric!r}")
+            pts = V.finite_array("points", self.points, ndim=2)
+            if pts.shape[0] != n:
+                raise ValueError(f"points must have one row per record ({n}), got {pts.shape[0]}")
+            if self.metric == "haversine":
+                if pts.shape[1] != 2:
+                    raise ValueError(f"haversine points must be (lat, lon) pairs, got dimension {pts.shape[1]}")
+                if np.any(np.abs(pts[:, 0]) > 90) or np.any(np.abs(pts[:, 1]) > 180):
+                    raise ValueError("haversine points must be (lat, lon) in degrees: |lat| <= 90, |lon| <= 180")
+            object.__setattr__(self, "points", pts)
+        if self.output_records is not None:
+            out = np.asarray(self.output_records, dtype=np.int64)
+            if out.shape != (k,):
+                raise ValueError(f"output_records must have K={k} entries, got shape {out.shape}")
+            if out.size and (out.min() < 0 or out.max() >= n):
+                raise ValueError(f"output_records must index records 0..{n - 1}")
+            if len(np.unique(out)) != k:
+                raise ValueError("output_records must not repeat a record")
+            object.__setattr__(self, "output_records", out)
+        if self.output_points is not None:
+            op = V.finite_array("output_points", self.output_points, ndim=2)
+            if op.shape[0] != k:
+                raise ValueError(f"output_points must have K={k} rows, got {op.shape[0]}")
+            object.__setattr__(self, "output_points", op)
+        self._check_no_duplicates()
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_records(self) -> int:
+        return int(self.cost.shape[0])
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.cost.shape[1])
+
+    @property
+    def weighted_cost(self) -> np.ndarray:
+        """p[i] * c[i, k]: the LP objective coefficients (paper 000, c_i in Eq. 4)."""
+        return self.prior[:, None] * self.cost
+
+    # ------------------------------------------------------------- distances
+    def distance_rows(self, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """Distances from the records ``rows`` to every record, as a dense array."""
+        if self.metric == "precomputed":
+            assert self.distance_matrix is not None
+            return self.distance_matrix if rows is None else self.distance_matrix[rows]
+        assert self.points is not None
+        pts = self.points if rows is None else self.points[rows]
+        return pairwise(np.atleast_2d(pts), self.points, self.metric)
+
+    def pair_distance(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Distances between records ``i[t]`` and ``j[t]``."""
+        i = np.asarray(i, dtype=np.int64)
+        j = np.asarray(j, dtype=np.int64)
+        if self.metric == "precomputed":
+            assert self.distance_matrix is not None
+            return self.distance_matrix[i, j]
+        assert self.points is not None
+        return paired(self.points[i], self.points[j], self.metric)
+
+    def _candidate_pairs(self, radius: float) -> np.ndarray:
+        """Pairs (i < j) whose distance may be <= radius (a superset, filtered by the caller)."""
+        n = self.n_records
+        if self.metric == "precomputed" or math.isinf(radius) or n <= 1:
+            iu, ju = np.triu_indices(n, 1)
+            return np.column_stack([iu, ju])
+        assert self.points is not None
+        if self.metric == "haversine":
+            theta = min(radius / EARTH_RADIUS_KM, math.pi)
+            chord = 2.0 * math.sin(theta / 2.0)
+            tree = cKDTree(_unit_sphere(self.points))
+            return tree.query_pairs(chord * (1 + 1e-9) + 1e-15, output_type="ndarray")
+        if self.points.shape[1] <= 16:
+            tree = cKDTree(self.points)
+            return tree.query_pairs(radius * (1 + 1e-9), output_type="ndarray")
+        # High-dimensional embeddings: KD-trees do not help; scan in blocks.
+        chunks = []
+        step = max(1, 4_000_000 // max(n, 1))
+        for s in range(0, n, step):
+            d = cdist(self.points[s:s + step], self.points)
+            ii, jj = np.nonzero(d <= radius * (1 + 1e-9))
+            ii = ii + s
+            keep = ii < jj
+            chunks.append(np.column_stack([ii[keep], jj[keep]]))
+        return np.concatenate(chunks) if chunks else np.empty((0, 2), dtype=np.int64)
+
+    @cached_property
+    def neighbor_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """All neighbouring pairs (i < j, d(i, j) <= eta) and their distances, sorted.
+
+        This is the edge set E of the mDP graph (paper 000, Definition 2.1): every pair the
+        mechanism's guarantee must cover.
+        """
+        cand = self._candidate_pairs(self.eta)
+        if cand.size == 0:
+            return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.float64)
+        cand = np.asarray(cand, dtype=np.int64)
+        d = self.pair_distance(cand[:, 0], cand[:, 1])
+        keep = d <= self.eta
+        cand, d = cand[keep], d[keep]
+        order = np.lexsort((cand[:, 1], cand[:, 0]))
+        return cand[order], d[order]
+
+    def _check_no_duplicates(self) -> None:
+        """Two records at distance 0 make the metric a pseudo-metric: refuse them."""
+        if self.metric == "precomputed":
+            return  # check_distance_matrix already refused zero off-diagonal entries
+        cand = self._candidate_pairs(0.0)
+        if len(cand):
+            cand = np.asarray(cand, dtype=np.int64)
+            d = self.pair_distance(cand[:, 0], cand[:, 1])
+            dup = cand[d <= 0.0]
+            if len(dup):
+                i, j = dup[0]
+                raise ValueError(
+                    f"records {i} and {j} are at distance 0 (duplicate records); "
+                    "mDP needs distinct records: deduplicate the input")
+
+    # --------------------------------------------------------------- changes
+    def with_epsilon(self, epsilon: float) -> "Space":
+        """The same instance with another privacy budget."""
+        return dataclasses.replace(self, epsilon=epsilon)
+
+    def with_eta(self, eta: float) -> "Space":
+        """The same instance with another neighbour threshold."""
+        return dataclasses.replace(self, eta=eta)
+
+    def describe(self) -> dict[str, Any]:
+        """A small summary for logs and JSON output."""
+        e, _ = self.neighbor_pairs
+        return {
+            "name": self.name,
+            "n_records": self.n_records,
+            "n_outputs": self.n_outputs,
+            "metric": self.metric,
+            "epsilon": self.epsilon,
+            "eta": self.eta,
+            "neighbor_pairs": int(len(e)),
+            "unit": self.unit,
+        }
+
+
+def check_distance_matrix(d: Any, name: str = "distance_matrix") -> np.ndarray:
+    """Validate a dense record-distance matrix: finite, >= 0, symmetric, zero diagonal, and
+    strictly positive off the diagonal (no duplicate records)."""
+    arr = V.finite_array(name, d, ndim=2, nonneg=True)
+    if arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"{name} must be square, got shape {arr.shape}")
+    if np.any(np.diag(arr) != 0):
+        raise ValueError(f"{name} must have a zero diagonal; largest diagonal entry {float(np.abs(np.diag(arr)).max())}")
+    asym = np.abs(arr - arr.T)
+    if asym.size and float(asym.max()) > 1e-12 * max(1.0, float(arr.max())):
+        i, j = np.unravel_index(int(np.argmax(asym)), asym.shape)
+        raise ValueError(f"{name} must be symmetric; d[{i},{j}]={arr[i, j]} but d[{j},{i}]={arr[j, i]}")
+    off = arr + np.eye(arr.shape[0]) * (1.0 + float(arr.max(initial=0.0)))
+    if arr.shape[0] > 1 and float(off.min()) <= 0:
+        i, j = np.unravel_index(int(np.argmin(off)), off.shape)
+        raise ValueError(f"{name}: records {i} and {j} are at distance 0 (duplicate records)")
+    return np.minimum(arr, arr.T)  # exactly symmetric
