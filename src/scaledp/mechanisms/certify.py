@@ -11,7 +11,8 @@ The repair, and why it is sound
    margin so that a different ``exp`` implementation in somebody else's audit, off by an ulp,
    cannot flip the verdict). For every pair e = (i, j), direction and output k the violation is
    ``v = Z1[i,k] - f_e Z1[j,k]``.
-3. Mix with the uniform mechanism U (every entry 1/K): ``Z2 = (1 - lam) Z1 + lam U``. Then
+3. Mix with the uniform mechanism U (every entry 1/K), separately in each connected component
+   of the pairs (no constraint links two components, so each may use its own weight): ``Z2 = (1 - lam) Z1 + lam U``. Then
    ``Z2[i,k] - f_e Z2[j,k] = (1 - lam) v - lam (f_e - 1) / K``, which is <= 0 exactly when
    ``lam >= v / (v + (f_e - 1) / K)``. Taking ``lam`` as the largest such value over all pairs,
    directions and outputs (with a safety factor) makes every constraint hold in real
@@ -30,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from ..audit import VerifyReport, verify
 
@@ -41,7 +44,8 @@ class CertifyReport:
     """What the repair did.
 
     Attributes:
-        mixing: the weight ``lam`` given to the uniform mechanism (0: no change needed).
+        mixing: the largest weight ``lam`` given to the uniform mechanism in any connected
+            component (0: no change needed).
         max_violation_before: largest additive violation at eps' before repair.
         clipped_mass: total negative mass clipped away in step 1.
         max_row_error_before: max |row sum - 1| of the input.
@@ -61,10 +65,18 @@ class CertificationError(RuntimeError):
     """Raised when a matrix cannot be certified (never expected; see :func:`certify`)."""
 
 
-def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndarray,
-                     block: int = 2_000_000) -> tuple[float, float]:
+def _components(n: int, edges: np.ndarray) -> np.ndarray:
+    if len(edges) == 0:
+        return np.arange(n)
+    g = sp.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    return connected_components(g, directed=False)[1]
+
+
+def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndarray, comp: np.ndarray,
+                     block: int = 2_000_000) -> tuple[np.ndarray, float]:
+    """Per connected component, the least mixing weight that removes every violation."""
     k = Z.shape[1]
-    lam = 0.0
+    lam = np.zeros(int(comp.max()) + 1 if len(comp) else 0)
     vmax = 0.0
     step = max(1, block // max(k, 1))
     for s in range(0, len(edges), step):
@@ -76,9 +88,9 @@ def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndar
             pos = v > 0
             if np.any(pos):
                 vmax = max(vmax, float(v[pos].max()))
-                ww = np.broadcast_to(w, v.shape)[pos]
-                need = v[pos] / (v[pos] + ww)
-                lam = max(lam, float(need.max()))
+                need = np.zeros(v.shape)
+                need[pos] = v[pos] / (v[pos] + np.broadcast_to(w, v.shape)[pos])
+                np.maximum.at(lam, comp[a], need.max(axis=1))
     return lam, vmax
 
 
@@ -106,20 +118,21 @@ def certify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance
         sums[empty] = 1.0
     Z /= sums
     eps_c = float(epsilon) * (1.0 - MARGIN)
-    lam, vmax = _required_mixing(Z, eps_c, E, d)
+    comp = _components(Z.shape[0], E)
+    lam, vmax = _required_mixing(Z, eps_c, E, d, comp)
     k = Z.shape[1]
-    lam = min(1.0, lam * (1.0 + 1e-6) + (1e-15 if lam > 0 else 0.0))
+    lam = np.minimum(1.0, lam * (1.0 + 1e-6) + np.where(lam > 0, 1e-15, 0.0))
     rounds = 0
     while True:
         rounds += 1
-        Z2 = Z if lam == 0.0 else (1.0 - lam) * Z + lam / k
-        if lam == 1.0:
-            Z2 = np.full_like(Z, 1.0 / k)
+        lr = lam[comp][:, None]
+        Z2 = np.where(lr > 0, (1.0 - lr) * Z + lr / k, Z)
+        Z2[lam[comp] >= 1.0] = 1.0 / k
         inner = verify(Z2, eps_c, E, d)
         rep = verify(Z2, epsilon, E, d) if inner.passed else inner
         if inner.passed and rep.passed:
-            return Z2, CertifyReport(mixing=lam, max_violation_before=vmax, clipped_mass=clipped,
-                                     max_row_error_before=row_err, rounds=rounds, verify=rep)
-        if lam >= 1.0 or rounds >= max_rounds:
+            return Z2, CertifyReport(mixing=float(lam.max(initial=0.0)), max_violation_before=vmax,
+                                     clipped_mass=clipped, max_row_error_before=row_err, rounds=rounds, verify=rep)
+        if np.all(lam >= 1.0) or rounds >= max_rounds:
             raise CertificationError(f"could not certify the matrix (last check: {rep})")
-        lam = min(1.0, max(2.0 * lam, 1e-12))
+        lam = np.minimum(1.0, np.maximum(2.0 * lam, 1e-12))

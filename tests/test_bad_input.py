@@ -1,0 +1,107 @@
+"""Bad input gets a clear ValueError/TypeError naming the argument, and nothing is written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scaledp import Space, build_space, parse_dataset
+from scaledp.datasets import gaussian, grid, load_road_network
+
+D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.5], [2.0, 1.5, 0.0]])
+P = np.full(3, 1 / 3)
+
+
+def space(**kw):
+    args = dict(cost=D.copy(), prior=P, epsilon=1.0, eta=1.0, metric="precomputed", distance_matrix=D)
+    args.update(kw)
+    return Space(**args)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1.0, float("nan"), float("inf")])
+def test_epsilon_must_be_positive_and_finite(eps):
+    with pytest.raises(ValueError, match="epsilon"):
+        space(epsilon=eps)
+
+
+def test_epsilon_must_be_a_number():
+    with pytest.raises(TypeError, match="epsilon"):
+        space(epsilon="1")
+
+
+@pytest.mark.parametrize("eta", [0.0, -2.0, float("nan")])
+def test_eta_must_be_positive(eta):
+    with pytest.raises(ValueError, match="eta"):
+        space(eta=eta)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (np.array([[0, 1, np.nan], [1, 0, 1.5], [np.nan, 1.5, 0]]), "finite"),
+    (np.array([[0, 1, np.inf], [1, 0, 1.5], [np.inf, 1.5, 0]]), "finite"),
+    (np.array([[0, -1, 2], [-1, 0, 1.5], [2, 1.5, 0]]), "non-negative"),
+    (np.array([[0, 1, 2], [1.1, 0, 1.5], [2, 1.5, 0]]), "symmetric"),
+    (np.array([[0.1, 1, 2], [1, 0, 1.5], [2, 1.5, 0]]), "zero diagonal"),
+    (np.array([[0, 0, 2], [0, 0, 1.5], [2, 1.5, 0]]), "distance 0"),
+])
+def test_distance_matrix_is_checked(bad, match):
+    with pytest.raises(ValueError, match=match):
+        space(distance_matrix=bad)
+
+
+def test_duplicate_points_are_refused():
+    from scaledp.datasets import planar
+    with pytest.raises(ValueError, match="distance 0"):
+        build_space(planar(np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])), epsilon=1.0, eta=1.0, seed=0)
+
+
+@pytest.mark.parametrize("prior,match", [(np.array([0.5, 0.6, -0.1]), "non-negative"),
+                                         (np.array([0.3, 0.3, 0.3]), "sum to 1")])
+def test_prior_is_checked(prior, match):
+    with pytest.raises(ValueError, match=match):
+        space(prior=prior)
+
+
+def test_more_outputs_than_records_is_refused():
+    with pytest.raises(ValueError, match="n_outputs"):
+        build_space(grid(2, 3), epsilon=1.0, eta=1.0, n_outputs=7, seed=0)
+
+
+@pytest.mark.parametrize("spec", ["", "grid", "grid:axb", "gaussian:10", "road:a.csv:3", "moon:3", "embedding::5",
+                                  "gaussian:ten:2"])
+def test_unknown_or_malformed_dataset_spec(spec):
+    with pytest.raises(ValueError, match="dataset"):
+        parse_dataset(spec)
+
+
+def test_travel_cost_needs_a_travel_model():
+    with pytest.raises(ValueError, match="travel"):
+        build_space(gaussian(5, 2, seed=0), epsilon=1.0, eta=1.0, cost="travel", seed=0)
+
+
+def test_unknown_cost_model():
+    with pytest.raises(ValueError, match="cost must be one of"):
+        build_space(gaussian(5, 2, seed=0), epsilon=1.0, eta=1.0, cost="time", seed=0)
+
+
+def test_empty_and_malformed_csv(tmp_path):
+    nodes = tmp_path / "n.csv"
+    edges = tmp_path / "e.csv"
+    nodes.write_text("")
+    edges.write_text("u,v,length_m\n1,2,10\n")
+    with pytest.raises(ValueError, match="empty"):
+        load_road_network(nodes, edges)
+    nodes.write_text("id,lon,lat\n")
+    with pytest.raises(ValueError, match="no rows"):
+        load_road_network(nodes, edges)
+    nodes.write_text("id,x,y\n1,2,3\n")
+    with pytest.raises(ValueError, match="missing"):
+        load_road_network(nodes, edges)
+    nodes.write_text("id,lon,lat\n1,24.9,60.1\n2,24.91,abc\n")
+    with pytest.raises(ValueError, match="non-numeric|malformed"):
+        load_road_network(nodes, edges)
+    nodes.write_text("id,lon,lat\n1,24.9,60.1\n2,24.91,60.11\n")
+    edges.write_text("u,v,length_m\n1,3,10\n")
+    with pytest.raises(ValueError, match="missing from"):
+        load_road_network(nodes, edges)
+    with pytest.raises(ValueError, match="not found"):
+        load_road_network(tmp_path / "nope.csv", edges)

@@ -1,0 +1,108 @@
+"""Exact verification and the repair step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scaledp import Mechanism, verify
+from scaledp.audit import audit_file, expected_loss, quantile_loss, worst_case_loss
+from scaledp.mechanisms import certify, exponential_matrix
+from scaledp.mechanisms.base import UnverifiedMechanismError
+
+EDGE = np.array([[0, 1]])
+D1 = np.array([1.0])
+
+
+def test_verify_catches_a_tiny_entry_next_to_zero():
+    Z = np.array([[1e-9, 1 - 1e-9], [0.0, 1.0]])
+    rep = verify(Z, 1.0, EDGE, D1)
+    assert not rep.passed
+    assert rep.violations == 1
+    assert rep.worst_pair == (0, 1, 0)
+    assert rep.max_loss_per_distance == np.inf
+
+
+def test_verify_reports_realised_loss_per_distance():
+    e = 0.7
+    a = np.exp(e) / (1 + np.exp(e))
+    Z = np.array([[a, 1 - a], [1 - a, a]])  # randomised response: loss exactly e per unit
+    rep = verify(Z, 1.0, EDGE, D1)
+    assert rep.passed and rep.violations == 0
+    assert rep.max_loss_per_distance == pytest.approx(e, rel=1e-12)
+    assert not verify(Z, 0.69, EDGE, D1).passed
+
+
+def test_verify_checks_row_sums_and_signs():
+    assert not verify(np.array([[0.5, 0.5 + 2e-9], [0.5, 0.5]]), 1.0, EDGE, D1).passed
+    assert not verify(np.array([[-1e-12, 1.0], [0.0, 1.0]]), 1.0, EDGE, D1).passed
+
+
+def test_certify_repairs_a_tiny_violation_at_tiny_cost():
+    Z = np.array([[1e-9, 1 - 1e-9], [0.0, 1.0]])
+    Zc, rep = certify(Z, 1.0, EDGE, D1)
+    assert verify(Zc, 1.0, EDGE, D1).passed
+    assert 0 < rep.mixing < 1e-7
+    assert np.max(np.abs(Zc - Z)) < 1e-7
+
+
+def test_certify_leaves_a_strictly_feasible_matrix_alone():
+    Z = np.array([[0.6, 0.4], [0.4, 0.6]])
+    Zc, rep = certify(Z, 1.0, EDGE, D1)
+    assert rep.mixing == 0.0 and np.array_equal(Zc, Z)
+
+
+def test_mechanism_refuses_an_unverified_matrix():
+    with pytest.raises(UnverifiedMechanismError):
+        Mechanism(np.array([[1e-9, 1 - 1e-9], [0.0, 1.0]]), 1.0, EDGE, D1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(2, 9), k=st.integers(1, 7), eps=st.floats(0.01, 30.0), noise=st.floats(0, 1e-6),
+       zero_frac=st.floats(0, 0.5), seed=st.integers(0, 2**31 - 1))
+def test_certify_always_returns_an_exactly_private_matrix(n, k, eps, noise, zero_frac, seed):
+    """Whatever approximately-feasible input (solver noise, zeroed entries), the output passes
+    the exact check and stays row-stochastic."""
+    rng = np.random.default_rng(seed)
+    pts = rng.random((n, 2)) * 3
+    from scipy.spatial.distance import cdist
+    D = cdist(pts, pts[:k] if k <= n else pts)
+    Z = exponential_matrix(D[:, : min(k, n)], eps)
+    Z = Z + noise * rng.standard_normal(Z.shape)
+    Z[rng.random(Z.shape) < zero_frac] = 0.0
+    iu, ju = np.triu_indices(n, 1)
+    edges = np.column_stack([iu, ju])
+    dist = np.linalg.norm(pts[iu] - pts[ju], axis=1)
+    Zc, rep = certify(Z, eps, edges, dist)
+    assert verify(Zc, eps, edges, dist).passed
+    assert rep.verify.passed
+    assert np.all(Zc >= 0) and np.max(np.abs(Zc.sum(axis=1) - 1)) <= 1e-9
+
+
+def test_losses_on_a_hand_computed_example(tmp_path):
+    Z = np.array([[0.75, 0.25], [0.25, 0.75]])
+    c = np.array([[0.0, 2.0], [2.0, 0.0]])
+    p = np.array([0.5, 0.5])
+    assert expected_loss(Z, c, p) == pytest.approx(0.5)
+    assert worst_case_loss(Z, c) == pytest.approx(0.5)
+    assert quantile_loss(Z, c, 0.95) == pytest.approx(0.5)
+    m = Mechanism(Z, np.log(3.0) * 1.0000001, EDGE, D1, cost=c, prior=p, metadata={"method": "hand"})
+    rep = audit_file(m.save(tmp_path / "h.npz"))
+    assert rep.verify.passed and rep.expected_loss == pytest.approx(0.5)
+
+
+def test_audit_file_works_on_a_file_written_without_scaledp(tmp_path):
+    """The format is plain numpy: a third party's file is audited the same way."""
+    p = tmp_path / "third_party.npz"
+    np.savez(p, matrix=np.array([[0.9, 0.1], [0.1, 0.9]]), epsilon=np.float64(1.0), edges=EDGE, edge_distance=D1)
+    rep = audit_file(p)
+    assert not rep.verify.passed  # ln(9) > 1: a real violation is reported
+    assert rep.verify.violations == 2
+    assert rep.expected_loss is None
+
+
+def test_quantile_rejects_bad_q():
+    with pytest.raises(ValueError, match="q must lie in"):
+        quantile_loss(np.eye(2), np.ones((2, 2)), 0.0)

@@ -1,0 +1,100 @@
+"""The common suite every mechanism must pass, parametrised over mechanisms and instances
+(as scipy runs one linprog suite against every backend)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from scaledp import Mechanism, verify
+from scaledp.audit import audit_file
+from scaledp.mechanisms import exponential_mechanism, solve_pmo
+
+from .conftest import small_spaces
+
+SPACES = small_spaces()
+
+MECHANISMS = {
+    "lp-simplex": lambda s: solve_pmo(s, solver="simplex"),
+    "lp-ipm": lambda s: solve_pmo(s, solver="ipm"),
+    "lp-noreduce": lambda s: solve_pmo(s, reduce=False),
+    "expmech": exponential_mechanism,
+}
+
+CASES = [(m, s) for m in MECHANISMS for s in SPACES]
+_cache: dict[tuple[str, str], object] = {}
+
+
+def result(mech: str, space: str):
+    key = (mech, space)
+    if key not in _cache:
+        _cache[key] = MECHANISMS[mech](SPACES[space])
+    return _cache[key]
+
+
+@pytest.mark.parametrize("mech,space", CASES)
+class TestCommonSuite:
+    def test_rows_sum_to_one_and_entries_are_probabilities(self, mech, space):
+        Z = result(mech, space).mechanism.matrix
+        assert Z.shape == (SPACES[space].n_records, SPACES[space].n_outputs)
+        assert np.all(Z >= 0) and np.all(Z <= 1)
+        assert np.max(np.abs(Z.sum(axis=1) - 1)) <= 1e-9
+
+    def test_exact_mdp_on_every_neighbouring_pair(self, mech, space):
+        sp = SPACES[space]
+        m = result(mech, space).mechanism
+        edges, dist = sp.neighbor_pairs
+        # the mechanism covers all pairs within eta, not only those kept by the reduction
+        assert len(m.edges) == len(edges)
+        Z = m.matrix
+        f = np.exp(sp.epsilon * dist)[:, None]
+        assert np.all(Z[edges[:, 0]] <= f * Z[edges[:, 1]])
+        assert np.all(Z[edges[:, 1]] <= f * Z[edges[:, 0]])
+        assert verify(Z, sp.epsilon, edges, dist).passed
+
+    def test_save_load_round_trip(self, mech, space, tmp_path):
+        m = result(mech, space).mechanism
+        p = m.save(tmp_path / "m.npz")
+        m2 = Mechanism.load(p)
+        assert np.array_equal(m2.matrix, m.matrix)
+        assert m2.epsilon == m.epsilon
+        assert np.array_equal(m2.edges, m.edges) and np.array_equal(m2.edge_distance, m.edge_distance)
+        assert m2.metadata["method"] == m.metadata["method"]
+        rep = audit_file(p)
+        assert rep.verify.passed
+        assert rep.expected_loss == pytest.approx(m.expected_loss(), rel=1e-12)
+
+    def test_sampling_frequencies_match_the_matrix(self, mech, space):
+        m = result(mech, space).mechanism
+        rng = np.random.default_rng(12345)
+        row = int(np.argmax(np.count_nonzero(m.matrix > 1e-3, axis=1)))
+        n = 20000
+        draws = m.sample(row, size=n, rng=rng)
+        p = m.matrix[row]
+        assert np.all(p[draws] > 0), "drew an output of probability 0"
+        obs = np.bincount(draws, minlength=m.n_outputs)
+        big = p * n >= 5  # chi-square validity: pool small cells
+        f_obs = np.append(obs[big], obs[~big].sum())
+        f_exp = np.append(p[big] * n, p[~big].sum() * n)
+        keep = f_exp > 0
+        stat = chisquare(f_obs[keep], f_exp[keep] * f_obs[keep].sum() / f_exp[keep].sum())
+        assert stat.pvalue > 1e-4
+
+
+@pytest.mark.parametrize("space", list(SPACES))
+def test_lp_beats_or_matches_expmech_and_has_a_tight_certified_gap(space):
+    lp = result("lp-simplex", space)
+    em = result("expmech", space)
+    assert lp.lower_bound is not None and lp.lower_bound <= lp.upper_bound
+    assert lp.gap < 1e-6
+    assert lp.upper_bound <= em.upper_bound + 1e-9
+
+
+@pytest.mark.parametrize("space", list(SPACES))
+def test_solvers_and_reduction_agree_on_the_optimum(space):
+    a = result("lp-simplex", space).upper_bound
+    b = result("lp-ipm", space).upper_bound
+    c = result("lp-noreduce", space).upper_bound
+    assert b == pytest.approx(a, rel=1e-6, abs=1e-9)
+    assert c == pytest.approx(a, rel=1e-6, abs=1e-9)
