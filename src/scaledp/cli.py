@@ -24,7 +24,7 @@ from .mechanisms.optimal import SolverLimitError
 err = Console(stderr=True)
 out = Console()
 
-METHODS = ("lp", "expmech")
+METHODS = ("lp", "benders", "expmech")
 
 
 @contextmanager
@@ -61,16 +61,19 @@ def _space_from_options(dataset: str, cell: float, outputs: int | None, epsilon:
 
 
 def _run_method(space, method: str, solver: str, time_limit: float | None, reduce: bool,
-                quiet: bool) -> SolveResult:
+                quiet: bool, **options: Any) -> SolveResult:
     if method == "expmech":
         return exponential_mechanism(space)
+    if method == "lp":
+        options = {}
     if quiet:
-        return solve_pmo(space, solver=solver, time_limit=time_limit, reduce=reduce)
+        return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce, **options)
     t0 = time.perf_counter()
     with err.status("solving ...") as status:
         def progress(msg: str) -> None:
             status.update(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
-        return solve_pmo(space, solver=solver, time_limit=time_limit, reduce=reduce, progress=progress)
+        return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce,
+                         progress=progress, **options)
 
 
 @main.command()
@@ -84,17 +87,24 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
 @click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp"]), default="simplex", show_default=True,
               help="HiGHS algorithm for LP methods")
 @click.option("--time-limit", type=float, default=None, help="seconds")
+@click.option("--partition", type=click.Choice(["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc", "metis"]),
+              default="kmeans-dv", show_default=True, help="Benders: how to partition the records")
+@click.option("--subsets", type=int, default=25, show_default=True, help="Benders: number of subsets M")
+@click.option("--gap", type=float, default=1e-2, show_default=True, help="Benders: stop at this relative gap")
+@click.option("--max-iterations", type=int, default=1000, show_default=True, help="Benders: iteration limit")
 @click.option("--no-reduce", is_flag=True, help="keep implied mDP constraints (for comparison)")
 @click.option("--seed", type=int, default=None, help="seed for sampling records, outputs, destinations")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="write the mechanism (.npz)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
 def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
-          solver: str, time_limit: float | None, no_reduce: bool, seed: int | None, out_path: str | None,
-          as_json: bool) -> None:
+          solver: str, time_limit: float | None, partition: str, subsets: int, gap: float, max_iterations: int,
+          no_reduce: bool, seed: int | None, out_path: str | None, as_json: bool) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with _friendly_errors():
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
-        res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json)
+        res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json, partition=partition,
+                          subsets=subsets, gap=gap, max_iterations=max_iterations,
+                          seed=0 if seed is None else seed)
         if out_path:
             res.mechanism.save(out_path)
     summary = res.summary()
@@ -111,7 +121,12 @@ def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: f
         t.add_row(k, _fmt(summary[k]))
     if "certify_mixing" in res.stats:
         t.add_row("certify mixing", _fmt(res.stats["certify_mixing"]))
+    if res.stats.get("components"):
+        t.add_row("mDP graph components", _fmt(res.stats["components"]))
     out.print(t)
+    if res.stats.get("components", 1) > 1:
+        err.print(f"note: the mDP graph has {res.stats['components']} connected components "
+                  f"(largest {res.stats['largest_component']} records); each was solved separately")
     if out_path:
         out.print(f"mechanism written to {out_path}")
 

@@ -131,7 +131,10 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     """Solve the PMO problem for ``space`` and return a certified mechanism.
 
     Args:
-        method: 'lp' (monolithic HiGHS per component). Other methods plug in here later.
+        method: 'lp' (monolithic HiGHS per component) or 'benders' (Benders decomposition
+            over a partition; options ``partition``, ``subsets``, ``gap``, ``max_iterations``,
+            ``initial_cuts``, ``seed``, ``runner_factory`` go to
+            :func:`scaledp.mechanisms.pmo_benders.solve_pmo_benders`).
         solver: 'simplex' (dual simplex), 'ipm' (interior point + crossover) or 'pdlp'.
         time_limit: seconds for the whole solve (None: no limit).
         reduce: drop implied edges (exact) before solving.
@@ -146,9 +149,21 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     Raises:
         SolverLimitError: the time limit was hit before a feasible solution existed.
     """
-    V.choice("method", method, ("lp",))
+    V.choice("method", method, ("lp", "benders"))
     V.choice("solver", solver, SOLVERS)
     V.choice("objective", objective, OBJECTIVES)
+    if method == "benders":
+        from .pmo_benders import solve_pmo_benders
+
+        if "partition" in options:
+            options["partitioner"] = options.pop("partition")
+        cb = None
+        if progress is not None:
+            def cb(h: dict[str, Any]) -> None:
+                progress(f"iteration {h['iteration']}: lower {h['lower_bound']:.6g}, upper {h['upper_bound']:.6g}, "
+                         f"gap {h['gap']:.3g}, cuts {h['cuts_added']}")
+        return solve_pmo_benders(space, time_limit=time_limit, reduce=reduce, tolerance=tolerance, progress=cb,
+                                 **options)
     if options:
         raise TypeError(f"unknown options for method {method!r}: {sorted(options)}")
     if time_limit is not None:

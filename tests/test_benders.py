@@ -1,0 +1,77 @@
+"""Benders decomposition: exact within the requested gap, bounds always ordered, partitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scaledp import build_space, solve_pmo
+from scaledp.datasets import gaussian, grid
+from scaledp.graph import MDPGraph
+from scaledp.mechanisms.partition import PARTITIONERS, partition
+from scaledp.mechanisms.pmo_benders import solve_pmo_benders
+
+
+@pytest.fixture(scope="module")
+def small():
+    return build_space(grid(4, 6, 1.0), epsilon=2.0, eta=1.5, n_outputs=8, cost="travel", seed=3)
+
+
+@pytest.fixture(scope="module")
+def optimum(small):
+    return solve_pmo(small).upper_bound
+
+
+@pytest.mark.parametrize("part", ["metis", "kmeans-dv"])
+def test_benders_reaches_the_monolithic_optimum_within_the_gap(small, optimum, part):
+    hist = []
+    res = solve_pmo_benders(small, partitioner=part, subsets=3, gap=1e-4, progress=hist.append)
+    assert res.mechanism.verification.passed
+    assert res.status == "optimal"
+    assert res.lower_bound <= optimum * (1 + 1e-7)
+    assert res.upper_bound <= optimum * (1 + 1e-4) + 1e-9
+    assert res.gap <= 1e-4 + 1e-9
+    for h in hist:  # every cost counted once: the bounds never cross
+        assert h["lower_bound"] <= h["upper_bound"] * (1 + 1e-7) + 1e-12
+    lbs = [h["lower_bound"] for h in hist]
+    assert lbs == sorted(lbs)
+
+
+def test_one_subset_is_the_monolithic_lp(small, optimum):
+    res = solve_pmo_benders(small, partitioner="metis", subsets=1, gap=1e-6)
+    assert res.stats["boundary_records"] == 0
+    assert res.upper_bound == pytest.approx(optimum, rel=1e-6)
+
+
+def test_every_record_its_own_subset_leaves_no_subproblem(small, optimum):
+    """Subsets with no internal records are legal: they simply have no subproblem."""
+    res = solve_pmo_benders(small, partitioner="kmeans-rec", subsets=small.n_records, gap=1e-6)
+    assert res.stats["blocks"] == 0
+    assert res.upper_bound == pytest.approx(optimum, rel=1e-6)
+
+
+def test_disconnected_graph(optimum):
+    sp = build_space(gaussian(18, 2, seed=2), epsilon=2.0, eta=0.5, n_outputs=6, seed=2)
+    assert MDPGraph.from_space(sp).components[0] > 1
+    mono = solve_pmo(sp).upper_bound
+    res = solve_pmo_benders(sp, partitioner="metis", subsets=3, gap=1e-5)
+    assert res.upper_bound == pytest.approx(mono, rel=2e-5)
+
+
+@pytest.mark.parametrize("method", PARTITIONERS)
+def test_partitioners_cover_every_record(small, method):
+    p = partition(small, method, 4, seed=0)
+    assert p.labels.shape == (small.n_records,)
+    assert 1 <= p.n_subsets <= 4 and set(np.unique(p.labels)) == set(range(p.n_subsets))
+    e, _ = small.neighbor_pairs
+    st = p.stats(e)
+    assert sum(st["internal_per_subset"]) + st["boundary_records"] == small.n_records
+    assert st["subproblem_max"] >= st["subproblem_mean"]
+
+
+@pytest.mark.parametrize("kw,match", [({"subsets": 0}, "subsets"), ({"subsets": 10**6}, "subsets"),
+                                      ({"gap": 0.0}, "gap"), ({"gap": -1.0}, "gap"),
+                                      ({"partitioner": "random"}, "partition")])
+def test_bad_benders_options(small, kw, match):
+    with pytest.raises(ValueError, match=match):
+        solve_pmo_benders(small, **kw)
