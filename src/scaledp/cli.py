@@ -65,7 +65,7 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
     if method == "expmech":
         return exponential_mechanism(space)
     if method == "lp":
-        options = {}
+        options = {k: v for k, v in options.items() if k == "tolerance"}
     if quiet:
         return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce, **options)
     t0 = time.perf_counter()
@@ -87,6 +87,8 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
 @click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp"]), default="simplex", show_default=True,
               help="HiGHS algorithm for LP methods")
 @click.option("--time-limit", type=float, default=None, help="seconds")
+@click.option("--tolerance", type=float, default=1e-9, show_default=True,
+              help="HiGHS feasibility tolerance (looser is faster; certification absorbs it, the gap shows it)")
 @click.option("--partition", type=click.Choice(["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc", "metis"]),
               default="kmeans-dv", show_default=True, help="Benders: how to partition the records")
 @click.option("--subsets", type=int, default=25, show_default=True, help="Benders: number of subsets M")
@@ -97,14 +99,14 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="write the mechanism (.npz)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
 def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
-          solver: str, time_limit: float | None, partition: str, subsets: int, gap: float, max_iterations: int,
+          solver: str, time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float, max_iterations: int,
           no_reduce: bool, seed: int | None, out_path: str | None, as_json: bool) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with _friendly_errors():
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json, partition=partition,
                           subsets=subsets, gap=gap, max_iterations=max_iterations,
-                          seed=0 if seed is None else seed)
+                          seed=0 if seed is None else seed, tolerance=tolerance)
         if out_path:
             res.mechanism.save(out_path)
     summary = res.summary()

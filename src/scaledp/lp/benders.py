@@ -251,6 +251,15 @@ class BendersMaster:
         self.r_up.append(np.asarray(up, dtype=np.float64))
         self.n_cuts += len(cuts)
 
+    def add_master_rows(self, R: sp.csr_matrix, lo: np.ndarray, up: np.ndarray) -> None:
+        """Valid inequalities on ``y`` alone (no theta), e.g. from a problem-specific separator."""
+        R = sp.hstack([sp.csr_matrix(R), sp.csr_matrix((R.shape[0], self.nb))], format="csr")
+        self.model.add_rows(R, lo, up)
+        self.A_rows.append(R)
+        self.r_lo.append(np.asarray(lo, dtype=np.float64))
+        self.r_up.append(np.asarray(up, dtype=np.float64))
+        self.n_cuts += R.shape[0]
+
     def solve(self) -> tuple[np.ndarray, np.ndarray, float, float, float]:
         """Solve; return (y, theta, rigorous lower bound, objective, seconds)."""
         sol = self.model.solve()
@@ -270,8 +279,14 @@ class BendersMaster:
 
 def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
             time_limit: float | None = None, runner: Runner | None = None, tolerance: float = 1e-9,
-            callback: Callable[[dict[str, Any]], None] | None = None) -> BendersOutcome:
+            callback: Callable[[dict[str, Any]], None] | None = None,
+            separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
+            ) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or time limit is reached.
+
+    ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
+    the master's solution; they are added to the master (the lower bound stays valid because
+    the inequalities hold for every feasible point of the full problem).
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration.
@@ -323,10 +338,17 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             if callback is not None:
                 callback(rec)
             m.add_cuts(cuts, couplings)
+            n_sep = 0
+            if separator is not None and g > gap:
+                extra = separator(y)
+                if extra is not None and extra[0].shape[0]:
+                    m.add_master_rows(*extra)
+                    n_sep = extra[0].shape[0]
+            rec["separated"] = n_sep
             if g <= gap:
                 status = "optimal"
                 break
-            if not cuts:
+            if not cuts and not n_sep:
                 status = "optimal" if math.isfinite(ub) else "stalled"
                 break
             if time_limit is not None and time.perf_counter() - t_start >= time_limit:

@@ -111,14 +111,22 @@ class HighsLP:
         c = np.ascontiguousarray(c, dtype=np.float64)
         if c.shape != (n_col,):
             raise ValueError(f"c must have {n_col} entries, got {c.shape}")
-        st = self.h.passModel(
-            int(n_col), int(n_row), int(A.nnz), 2, 1, 0.0, c,
-            np.ascontiguousarray(col_lower, dtype=np.float64),
-            np.ascontiguousarray(col_upper, dtype=np.float64),
-            np.ascontiguousarray(row_lower, dtype=np.float64),
-            np.ascontiguousarray(row_upper, dtype=np.float64),
-            A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32),
-            np.ascontiguousarray(A.data, dtype=np.float64), np.zeros(n_col, dtype=np.int32))
+        lp = highspy.HighsLp()
+        lp.num_col_ = int(n_col)
+        lp.num_row_ = int(n_row)
+        lp.col_cost_ = c
+        lp.col_lower_ = np.ascontiguousarray(col_lower, dtype=np.float64)
+        lp.col_upper_ = np.ascontiguousarray(col_upper, dtype=np.float64)
+        lp.row_lower_ = np.ascontiguousarray(row_lower, dtype=np.float64)
+        lp.row_upper_ = np.ascontiguousarray(row_upper, dtype=np.float64)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.num_col_ = int(n_col)
+        lp.a_matrix_.num_row_ = int(n_row)
+        lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = A.indices.astype(np.int32)
+        lp.a_matrix_.value_ = np.ascontiguousarray(A.data, dtype=np.float64)
+        # no integrality vector: an all-continuous one makes HiGHS drop its basis after changes
+        st = self.h.passModel(lp)
         if st == highspy.HighsStatus.kError:
             raise RuntimeError("HiGHS rejected the model (passModel returned an error)")
         self.n_col = n_col

@@ -129,5 +129,6 @@ def partition(space: Space, method: str = "kmeans-dv", subsets: int = 25, *, see
         return _relabel(np.arange(n) % m, method)
     W = W.tocsr()
     opts = pymetis.Options(seed=seed)
-    _, parts = pymetis.part_graph(m, xadj=W.indptr.tolist(), adjncy=W.indices.tolist(), options=opts)
+    adj = pymetis.CSRAdjacency(adj_starts=W.indptr.astype(np.int32), adjacent=W.indices.astype(np.int32))
+    _, parts = pymetis.part_graph(m, adjacency=adj, options=opts)
     return _relabel(np.asarray(parts), method)

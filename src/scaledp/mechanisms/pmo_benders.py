@@ -34,6 +34,63 @@ from .result import SolveResult, relative_gap
 INITIAL_CUTS = ("subset", "none")
 
 
+class EnvelopeSeparator:
+    """Separates the envelope inequalities of the internal records.
+
+    For an internal record i of subset l, boundary records j of subset l and D the path
+    distance in the mDP graph, every feasible matrix has z[i,k] >= exp(-eps D(i,j)) z[j,k]
+    and z[i,k] <= exp(eps D(i,j)) z[j,k] (Property 3.2). With sum_k z[i,k] = 1, for any choice
+    of one j(k) per output::
+
+        sum_k exp(-eps D(i,j(k))) z[j(k),k] <= 1   and   sum_k exp(eps D(i,j(k))) z[j(k),k] >= 1.
+
+    These are valid for the full LP, and they involve only boundary (master) variables. Given
+    the master's y, the most violated choice is the per-output argmax (argmin), so separation
+    is exact and cheap. They cut off the boundary vectors for which the internal records cannot
+    be completed: the row-sum infeasibility that plain Benders learns one ray at a time.
+    """
+
+    def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], K: int, tol: float = 1e-9,
+                 per_group: int = 4) -> None:
+        self.groups = groups  # (y record positions of B_l, F_low (|X| x |B|), F_up)
+        self.K = K
+        self.tol = tol
+        self.per_group = per_group
+
+    def __call__(self, y: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None:
+        K = self.K
+        Y = y.reshape(-1, K)
+        rows, cols, vals, lo, up = [], [], [], [], []
+        r = 0
+        kk = np.arange(K)
+        for bpos, Flow, Fup in self.groups:
+            Yb = Y[bpos]                                     # (|B|, K)
+            low = Flow[:, :, None] * Yb[None, :, :]          # (|X|, |B|, K)
+            jl = np.argmax(low, axis=1)                      # (|X|, K)
+            sl = np.take_along_axis(low, jl[:, None, :], axis=1)[:, 0, :].sum(axis=1)
+            # no path between i and j: no upper constraint (inf), never 0 * inf
+            hi = np.where(np.isfinite(Fup)[:, :, None], np.where(np.isfinite(Fup), Fup, 0.0)[:, :, None] * Yb[None, :, :],
+                          np.inf)
+            ju = np.argmin(hi, axis=1)
+            su = np.take_along_axis(hi, ju[:, None, :], axis=1)[:, 0, :].sum(axis=1)
+            for viol, js, F, is_low in ((sl - 1.0, jl, Flow, True), (1.0 - su, ju, Fup, False)):
+                order = np.argsort(-viol)[: self.per_group]
+                for i in order[viol[order] > self.tol]:
+                    j = js[i]
+                    rows.append(np.full(K, r))
+                    cols.append(bpos[j] * K + kk)
+                    vals.append(F[i, j])
+                    lo.append(-INF if is_low else 1.0)
+                    up.append(1.0 if is_low else INF)
+                    r += 1
+        if r == 0:
+            return None
+        R = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(r, Y.shape[0] * K))
+        R.sum_duplicates()
+        return R, np.asarray(lo), np.asarray(up)
+
+
 @dataclass(frozen=True, eq=False)
 class PMODecomposition:
     """The block-ladder form of one PMO instance."""
@@ -44,6 +101,7 @@ class PMODecomposition:
     internal: list[np.ndarray]    # record ids of each block's internal records (x order)
     n_outputs: int
     n_initial_cuts: int
+    separator: EnvelopeSeparator | None = None
 
 
 def _pair_rows(n_vars_records: int, K: int, pairs: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr_matrix:
@@ -92,6 +150,8 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
     # ---- blocks: internal records of each subset
     blocks: list[BlockSpec] = []
     internal: list[np.ndarray] = []
+    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    g_all = graph if graph is not None else MDPGraph(N, edges, dist)
     for l in range(part.n_subsets):
         X = np.flatnonzero((lab == l) & ~bmask)
         if len(X) == 0:
@@ -143,13 +203,22 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
                                 T=T, coupling=coupling.astype(np.int64), x_lo=np.zeros(len(X) * K),
                                 x_up=np.ones(len(X) * K)))
         internal.append(X)
+        B = boundary[lab[boundary] == l]
+        if len(B):
+            Dxb = g_all.path_distances(X)[:, B]
+            ok = np.isfinite(Dxb)
+            Flow = np.where(ok, np.exp(-eps * np.where(ok, Dxb, 0.0)), 0.0)
+            Fup = np.where(ok, np.exp(eps * np.where(ok, Dxb, 0.0)), np.inf)
+            groups.append((ypos[B], Flow, Fup))
+    sep = EnvelopeSeparator(groups, K) if groups else None
     return PMODecomposition(master=master, blocks=blocks, boundary=boundary, internal=internal, n_outputs=K,
-                            n_initial_cuts=n_init)
+                            n_initial_cuts=n_init, separator=sep)
 
 
 def solve_pmo_benders(space: Space, *, partitioner: str = "kmeans-dv", subsets: int = 25, gap: float = 1e-2,
                       max_iterations: int = 1000, time_limit: float | None = None, reduce: bool = True,
-                      initial_cuts: str = "subset", seed: int = 0, runner_factory: Callable[..., Any] | None = None,
+                      initial_cuts: str = "subset", envelope_cuts: bool = True, seed: int = 0,
+                      runner_factory: Callable[..., Any] | None = None,
                       progress: Callable[[dict[str, Any]], None] | None = None,
                       tolerance: float = 1e-9) -> SolveResult:
     """Solve PMO by Benders decomposition and return a certified mechanism.
@@ -162,6 +231,8 @@ def solve_pmo_benders(space: Space, *, partitioner: str = "kmeans-dv", subsets: 
         reduce: drop implied edges before decomposing (exact).
         initial_cuts: 'subset' (Property 3.2 cuts between non-neighbouring boundary records
             of the same subset) or 'none'.
+        envelope_cuts: separate the envelope inequalities of :class:`EnvelopeSeparator`
+            (not in the paper; ``False`` runs the paper's algorithm).
         runner_factory: ``f(blocks) -> Runner`` executing the subproblems (default serial).
         progress: called with each iteration's record.
     """
@@ -187,7 +258,8 @@ def solve_pmo_benders(space: Space, *, partitioner: str = "kmeans-dv", subsets: 
     remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t_start))
     try:
         out = benders(dec.master, dec.blocks, gap=gap, max_iterations=max_iterations, time_limit=remaining,
-                      runner=runner, tolerance=tolerance, callback=progress)
+                      runner=runner, tolerance=tolerance, callback=progress,
+                      separator=dec.separator if envelope_cuts else None)
     finally:
         runner.close()
     if out.y is None:
