@@ -75,3 +75,31 @@ def test_partitioners_cover_every_record(small, method):
 def test_bad_benders_options(small, kw, match):
     with pytest.raises(ValueError, match=match):
         solve_pmo_benders(small, **kw)
+
+
+def _run(small, **kw):
+    return solve_pmo_benders(small, partitioner="metis", subsets=4, gap=1e-4, seed=0, **kw)
+
+
+def test_result_does_not_depend_on_the_executor(small):
+    serial = _run(small)
+    proc = _run(small, executor="process", workers=2)
+    assert proc.iterations == serial.iterations
+    assert proc.upper_bound == serial.upper_bound and proc.lower_bound == serial.lower_bound
+    assert np.array_equal(proc.mechanism.matrix, serial.mechanism.matrix)
+
+
+def test_dask_local_cluster_gives_the_same_result(small):
+    pytest.importorskip("dask.distributed")
+    serial = _run(small)
+    dk = _run(small, executor="dask", workers=2)
+    assert dk.iterations == serial.iterations
+    assert np.array_equal(dk.mechanism.matrix, serial.mechanism.matrix)
+
+
+def test_unreachable_dask_scheduler_fails_fast_and_clearly(small):
+    import time
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="did not answer"):
+        _run(small, executor="dask", scheduler="tcp://127.0.0.1:9")
+    assert time.perf_counter() - t0 < 30

@@ -19,6 +19,7 @@ MECHANISMS = {
     "lp-simplex": lambda s: solve_pmo(s, solver="simplex"),
     "lp-ipm": lambda s: solve_pmo(s, solver="ipm"),
     "lp-noreduce": lambda s: solve_pmo(s, reduce=False),
+    "benders-metis": lambda s: solve_pmo(s, method="benders", partition="metis", subsets=3, gap=1e-3),
     "expmech": exponential_mechanism,
 }
 
@@ -89,6 +90,15 @@ def test_lp_beats_or_matches_expmech_and_has_a_tight_certified_gap(space):
     assert lp.lower_bound is not None and lp.lower_bound <= lp.upper_bound
     assert lp.gap < 1e-6
     assert lp.upper_bound <= em.upper_bound + 1e-9
+
+
+@pytest.mark.parametrize("space", list(SPACES))
+def test_benders_is_within_its_reported_gap_of_the_optimum(space):
+    opt = result("lp-simplex", space).upper_bound
+    b = result("benders-metis", space)
+    assert b.lower_bound <= opt * (1 + 1e-7) + 1e-12
+    assert b.upper_bound >= opt * (1 - 1e-7) - 1e-12
+    assert b.gap <= 1e-3 + 1e-9 and b.upper_bound <= opt * (1 + 1e-3) + 1e-9
 
 
 @pytest.mark.parametrize("space", list(SPACES))

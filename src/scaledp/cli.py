@@ -66,6 +66,9 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
         return exponential_mechanism(space)
     if method == "lp":
         options = {k: v for k, v in options.items() if k == "tolerance"}
+    else:
+        options = dict(options)
+        options["partitioner"] = options.pop("partition", "kmeans-dv")
     if quiet:
         return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce, **options)
     t0 = time.perf_counter()
@@ -94,22 +97,40 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
 @click.option("--subsets", type=int, default=25, show_default=True, help="Benders: number of subsets M")
 @click.option("--gap", type=float, default=1e-2, show_default=True, help="Benders: stop at this relative gap")
 @click.option("--max-iterations", type=int, default=1000, show_default=True, help="Benders: iteration limit")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="Benders: subproblem processes (1 = serial; with --scheduler, Dask actors)")
+@click.option("--scheduler", default=None, help="Benders: address of an existing Dask scheduler")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
+              help="Benders: write convergence.png and (2-D data) partition.png here")
 @click.option("--no-reduce", is_flag=True, help="keep implied mDP constraints (for comparison)")
 @click.option("--seed", type=int, default=None, help="seed for sampling records, outputs, destinations")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="write the mechanism (.npz)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
 def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
-          solver: str, time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float, max_iterations: int,
-          no_reduce: bool, seed: int | None, out_path: str | None, as_json: bool) -> None:
+          solver: str, time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float,
+          max_iterations: int, workers: int, scheduler: str | None, plot_dir: str | None, no_reduce: bool,
+          seed: int | None, out_path: str | None, as_json: bool) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with _friendly_errors():
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json, partition=partition,
                           subsets=subsets, gap=gap, max_iterations=max_iterations,
-                          seed=0 if seed is None else seed, tolerance=tolerance)
+                          seed=0 if seed is None else seed, tolerance=tolerance,
+                          executor="dask" if scheduler else ("process" if workers > 1 else "serial"),
+                          workers=workers, scheduler=scheduler)
         if out_path:
             res.mechanism.save(out_path)
+        if plot_dir and res.history:
+            from .plots import convergence_plot, partition_map
+
+            convergence_plot(res.history, Path(plot_dir) / "convergence.png",
+                             f"Benders on {space.name}: N={space.n_records}, K={space.n_outputs}")
+            if space.points is not None and space.points.shape[1] == 2:
+                partition_map(space.points, res.stats["partition_labels"], res.stats["boundary_mask"],
+                              Path(plot_dir) / "partition.png", f"{partition}, M={subsets}",
+                              latlon=space.metric == "haversine")
     summary = res.summary()
+    summary["iterations"] = res.iterations
     if out_path:
         summary["out"] = out_path
     if as_json:

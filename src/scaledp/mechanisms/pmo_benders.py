@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from .. import _validate as V
 from ..graph import MDPGraph
-from ..lp.benders import BlockSpec, MasterSpec, SerialRunner, benders
+from ..lp.benders import BlockSpec, MasterSpec, benders
 from ..lp.highs import INF
 from ..space import Space
 from .base import Mechanism
@@ -218,7 +218,8 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
 def solve_pmo_benders(space: Space, *, partitioner: str = "kmeans-dv", subsets: int = 25, gap: float = 1e-2,
                       max_iterations: int = 1000, time_limit: float | None = None, reduce: bool = True,
                       initial_cuts: str = "subset", envelope_cuts: bool = True, seed: int = 0,
-                      runner_factory: Callable[..., Any] | None = None,
+                      runner_factory: Callable[..., Any] | None = None, executor: str = "serial",
+                      workers: int = 2, scheduler: str | None = None,
                       progress: Callable[[dict[str, Any]], None] | None = None,
                       tolerance: float = 1e-9) -> SolveResult:
     """Solve PMO by Benders decomposition and return a certified mechanism.
@@ -233,11 +234,16 @@ def solve_pmo_benders(space: Space, *, partitioner: str = "kmeans-dv", subsets: 
             of the same subset) or 'none'.
         envelope_cuts: separate the envelope inequalities of :class:`EnvelopeSeparator`
             (not in the paper; ``False`` runs the paper's algorithm).
-        runner_factory: ``f(blocks) -> Runner`` executing the subproblems (default serial).
+        executor: 'serial', 'process' (``workers`` local processes) or 'dask' (a LocalCluster
+            of ``workers`` processes, or the cluster at ``scheduler``); the result does not
+            depend on it.
+        runner_factory: ``f(blocks) -> Runner`` overriding ``executor``.
         progress: called with each iteration's record.
     """
     V.choice("partition", partitioner, PARTITIONERS)
     V.choice("initial_cuts", initial_cuts, INITIAL_CUTS)
+    V.choice("executor", executor, ("serial", "process", "dask"))
+    V.int_in_range("workers", workers, 1)
     gap = V.positive_float("gap", gap)
     V.int_in_range("subsets", subsets, 1, space.n_records)
     V.int_in_range("max_iterations", max_iterations, 1)
@@ -254,7 +260,12 @@ def solve_pmo_benders(space: Space, *, partitioner: str = "kmeans-dv", subsets: 
     dec = decompose(space, part, edges, dist, scale=scale, initial_cuts=initial_cuts,
                     graph=MDPGraph(space.n_records, edges, dist))
     t_build = time.perf_counter() - t0
-    runner = runner_factory(dec.blocks) if runner_factory is not None else SerialRunner(dec.blocks, tolerance)
+    if runner_factory is not None:
+        runner = runner_factory(dec.blocks)
+    else:
+        from ..lp.executors import make_runner
+
+        runner = make_runner(dec.blocks, executor=executor, workers=workers, address=scheduler, tolerance=tolerance)
     remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t_start))
     try:
         out = benders(dec.master, dec.blocks, gap=gap, max_iterations=max_iterations, time_limit=remaining,
@@ -284,6 +295,7 @@ def solve_pmo_benders(space: Space, *, partitioner: str = "kmeans-dv", subsets: 
         "cuts": out.cuts, "constraints_before": 2 * len(all_e) * K + N, "constraints_after": 2 * len(edges) * K + N,
         "certify_mixing": cert.mixing, "benders_upper_bound": out.upper_bound * scale,
         "certify_loss_increase": upper - out.upper_bound * scale,
+        "partition_labels": part.labels, "boundary_mask": part.boundary_mask(edges),
     }
     timings = {"partition": t_part, "build": t_build,
                "master": float(sum(h["master_seconds"] for h in out.history)),

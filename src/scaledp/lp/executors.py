@@ -1,0 +1,149 @@
+"""Executors for Benders subproblems: serial, a local process pool, and Dask.
+
+Every executor keeps each block's HiGHS model alive in one place for the whole run (a worker
+process, or a Dask actor), sends it only the coupled master values each iteration, and gets
+back its :class:`~scaledp.lp.benders.BlockResult`. Each block sees the same sequence of
+right-hand sides whatever the executor, so the run, its cuts and its result do not depend on
+the executor.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from typing import Any, Sequence
+
+import numpy as np
+
+from .benders import BlockResult, BlockSolver, BlockSpec, SerialRunner
+
+EXECUTORS = ("serial", "process", "dask")
+
+
+def _balance(blocks: Sequence[BlockSpec], workers: int) -> list[list[int]]:
+    """Longest-processing-time assignment of blocks to workers (size = non-zeros)."""
+    order = sorted(range(len(blocks)), key=lambda i: -blocks[i].W.nnz)
+    load = [0] * workers
+    groups: list[list[int]] = [[] for _ in range(workers)]
+    for i in order:
+        w = min(range(workers), key=lambda t: load[t])
+        groups[w].append(i)
+        load[w] += blocks[i].W.nnz
+    return [g for g in groups if g]
+
+
+class BlockGroup:
+    """A set of live block models (lives in a worker process or as a Dask actor)."""
+
+    def __init__(self, items: list[tuple[int, BlockSpec]], tolerance: float) -> None:
+        self.solvers = {i: BlockSolver(i, spec, tolerance) for i, spec in items}
+
+    def solve(self, payload: dict[int, tuple[np.ndarray, float]]) -> list[BlockResult]:
+        return [self.solvers[i].solve(y, th) for i, (y, th) in payload.items()]
+
+
+def _worker(conn: Any, items: list[tuple[int, BlockSpec]], tolerance: float) -> None:
+    group = BlockGroup(items, tolerance)
+    conn.send("ready")
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        try:
+            conn.send(group.solve(msg))
+        except Exception as exc:  # report, do not hang the master
+            conn.send(exc)
+    conn.close()
+
+
+class ProcessRunner:
+    """Blocks spread over ``workers`` local processes, each keeping its models alive."""
+
+    def __init__(self, blocks: Sequence[BlockSpec], workers: int = 2, tolerance: float = 1e-9) -> None:
+        self.blocks = list(blocks)
+        self.groups = _balance(self.blocks, max(1, workers))
+        ctx = mp.get_context("spawn")
+        self.procs = []
+        self.conns = []
+        for g in self.groups:
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_worker, args=(child, [(i, self.blocks[i]) for i in g], tolerance), daemon=True)
+            p.start()
+            self.procs.append(p)
+            self.conns.append(parent)
+        for c in self.conns:
+            if c.recv() != "ready":
+                raise RuntimeError("a worker process failed to start")
+
+    def solve_all(self, y: np.ndarray, theta: np.ndarray) -> list[BlockResult]:
+        for c, g in zip(self.conns, self.groups):
+            c.send({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g})
+        out: list[BlockResult] = []
+        for c in self.conns:
+            res = c.recv()
+            if isinstance(res, Exception):
+                raise res
+            out.extend(res)
+        return sorted(out, key=lambda r: r.block)
+
+    def close(self) -> None:
+        for c in self.conns:
+            try:
+                c.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+        self.procs, self.conns = [], []
+
+
+class DaskRunner:
+    """Blocks held by Dask actors, on an existing cluster (``address``) or a LocalCluster."""
+
+    def __init__(self, blocks: Sequence[BlockSpec], workers: int = 2, address: str | None = None,
+                 tolerance: float = 1e-9, connect_timeout: float = 5.0) -> None:
+        from dask.distributed import Client, LocalCluster
+
+        self.cluster = None
+        if address:
+            try:
+                self.client = Client(address, timeout=f"{connect_timeout}s")
+            except (OSError, TimeoutError) as exc:
+                raise ValueError(f"Dask scheduler at {address!r} did not answer within {connect_timeout:g} s: {exc}") from None
+        else:
+            self.cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                                        host="127.0.0.1", dashboard_address=None)
+            self.client = Client(self.cluster)
+        self.blocks = list(blocks)
+        n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or workers)
+        self.groups = _balance(self.blocks, n_workers)
+        futures = [self.client.submit(BlockGroup, [(i, self.blocks[i]) for i in g], tolerance, actor=True)
+                   for g in self.groups]
+        self.actors = [f.result() for f in futures]
+
+    def solve_all(self, y: np.ndarray, theta: np.ndarray) -> list[BlockResult]:
+        futs = [a.solve({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g})
+                for a, g in zip(self.actors, self.groups)]
+        out: list[BlockResult] = []
+        for f in futs:
+            out.extend(f.result())
+        return sorted(out, key=lambda r: r.block)
+
+    def close(self) -> None:
+        self.actors = []
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def make_runner(blocks: Sequence[BlockSpec], *, executor: str = "serial", workers: int = 2,
+                address: str | None = None, tolerance: float = 1e-9) -> Any:
+    """Build the executor named ``executor`` ('serial', 'process' or 'dask')."""
+    if executor == "serial":
+        return SerialRunner(blocks, tolerance)
+    if executor == "process":
+        return ProcessRunner(blocks, workers, tolerance)
+    if executor == "dask":
+        return DaskRunner(blocks, workers, address, tolerance)
+    raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")

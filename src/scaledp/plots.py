@@ -1,0 +1,60 @@
+"""PNG plots for solver runs: Benders convergence and partition maps (matplotlib, no screen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def convergence_plot(history: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Lower and upper bounds against iterations."""
+    plt = _plt()
+    it = [h["iteration"] for h in history]
+    lb = [h["lower_bound"] for h in history]
+    ub = [h["upper_bound"] if np.isfinite(h["upper_bound"]) else np.nan for h in history]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(it, lb, label="lower bound (master)")
+    ax.plot(it, ub, label="upper bound (best feasible)")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("expected loss")
+    ax.set_title(title or "Benders convergence")
+    ax.legend()
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return p
+
+
+def partition_map(points: np.ndarray, labels: np.ndarray, boundary: np.ndarray, path: str | Path,
+                  title: str = "", latlon: bool = False) -> Path:
+    """Records coloured by subset; boundary records outlined."""
+    plt = _plt()
+    x, y = (points[:, 1], points[:, 0]) if latlon else (points[:, 0], points[:, 1])
+    fig, ax = plt.subplots(figsize=(6, 5))
+    ax.scatter(x, y, c=labels, cmap="tab20", s=18)
+    b = np.asarray(boundary, dtype=bool)
+    ax.scatter(x[b], y[b], facecolors="none", edgecolors="k", s=40, linewidths=0.8, label="boundary records")
+    ax.set_title(title or "partition")
+    ax.set_xlabel("lon" if latlon else "x")
+    ax.set_ylabel("lat" if latlon else "y")
+    ax.legend(loc="best", fontsize=8)
+    ax.set_aspect("equal" if not latlon else "auto")
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return p
