@@ -69,5 +69,16 @@ def load(name: str) -> Space:
     raise KeyError(f"unknown instance {name!r}")
 
 
+def available(names: list[str]):
+    """Yield (name, space) for each named instance whose data is present; say which are skipped."""
+    for name in names:
+        try:
+            sp = load(name)
+        except FileNotFoundError as exc:
+            print(f"skip {name}: real data not found ({exc})")
+            continue
+        yield name, sp
+
+
 INSTANCES = ["grid-500", "grid-500-paper", "grid-500-KN", "road-500", "road-500-KN", "road-1000", "text-500",
              "text-500-KN", "text-1000", "gauss-500", "gauss-500-KN", "gauss-1000"]

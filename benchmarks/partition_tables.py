@@ -21,12 +21,7 @@ def main() -> None:
     ap.add_argument("--subsets", type=int, default=25)
     a = ap.parse_args()
     rows, raw = [], []
-    for name in a.instances:
-        try:
-            sp = instances.load(name)
-        except FileNotFoundError as exc:
-            print(f"skip {name}: {exc}")
-            continue
+    for name, sp in instances.available(a.instances):
         g = MDPGraph.from_space(sp)
         imp = g.implied_edges()
         e = g.edges[~imp]

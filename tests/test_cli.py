@@ -66,3 +66,14 @@ def test_perturb_rejects_bad_records(tmp_path):
     assert r.invoke(main, ["solve", "--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.5", "--out", str(out)]).exit_code == 0
     res = r.invoke(main, ["perturb", str(out)], input="0\n99\n")
     assert res.exit_code == 2 and "records must be in" in res.output
+
+
+def test_benders_from_the_cli_with_plots(tmp_path):
+    res = CliRunner().invoke(main, ["solve", "--dataset", "grid:4x5", "--outputs", "6", "--epsilon", "2", "--eta", "1.5",
+                                    "--method", "benders", "--partition", "metis", "--subsets", "3", "--gap", "1e-3",
+                                    "--seed", "2", "--plot", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)
+    assert s["method"] == "benders" and s["iterations"] >= 1 and s["gap"] <= 1e-3 + 1e-12
+    for name in ("convergence.png", "partition.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

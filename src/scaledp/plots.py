@@ -17,6 +17,16 @@ def _plt():
     return plt
 
 
+def _save(fig, path: str | Path) -> Path:
+    plt = _plt()
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return p
+
+
 def convergence_plot(history: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
     """Lower and upper bounds against iterations."""
     plt = _plt()
@@ -30,12 +40,7 @@ def convergence_plot(history: Sequence[dict[str, Any]], path: str | Path, title:
     ax.set_ylabel("expected loss")
     ax.set_title(title or "Benders convergence")
     ax.legend()
-    fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    return p
+    return _save(fig, path)
 
 
 def partition_map(points: np.ndarray, labels: np.ndarray, boundary: np.ndarray, path: str | Path,
@@ -52,9 +57,4 @@ def partition_map(points: np.ndarray, labels: np.ndarray, boundary: np.ndarray, 
     ax.set_ylabel("lat" if latlon else "y")
     ax.legend(loc="best", fontsize=8)
     ax.set_aspect("equal" if not latlon else "auto")
-    fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    return p
+    return _save(fig, path)
