@@ -48,9 +48,19 @@ def main() -> None:
             raw.append(row)
         for part in a.partitioners:
             for env in ([True, False] if a.paper_variant else [True]):
-                r = solve_pmo_benders(sp, partitioner=part, subsets=a.subsets, gap=a.gap, time_limit=a.benders_cap,
-                                      envelope_cuts=env)
                 label = f"benders {part}" + ("" if env else " (paper: no envelope cuts)")
+                hist: list[dict] = []
+                try:
+                    r = solve_pmo_benders(sp, partitioner=part, subsets=a.subsets, gap=a.gap,
+                                          time_limit=a.benders_cap, envelope_cuts=env, progress=hist.append)
+                except RuntimeError as exc:  # no feasible point within the cap: record it, do not stop
+                    last = hist[-1] if hist else {}
+                    row = [name, label, "no feasible point", last.get("elapsed"), last.get("iteration"), None, None,
+                           None, None]
+                    print(row, exc, flush=True)
+                    rows.append(row)
+                    raw.append(row + [hist])
+                    continue
                 ratio = (best_mono / r.timings["total"]) if best_mono else None
                 row = [name, label, r.status, r.timings["total"], r.iterations, r.gap, r.upper_bound,
                        1 - r.upper_bound / em, ratio]
