@@ -78,3 +78,12 @@ def test_lower_bound_is_valid_even_for_bad_multipliers():
     for _ in range(20):
         y = rng.standard_normal(lp.n_mdp_rows) * rng.choice([1e-3, 1.0, 10.0])
         assert lagrangian_lower_bound(sp.weighted_cost, lp.A[: lp.n_mdp_rows], y) <= opt + 1e-12
+
+
+def test_pdlp_result_is_certified_and_its_gap_is_true():
+    sp = build_space(gaussian(12, 2, seed=5), epsilon=2.0, eta=1.2, n_outputs=5, seed=5)
+    exact = solve_pmo(sp).upper_bound
+    res = solve_pmo(sp, solver="pdlp", tolerance=1e-5)
+    assert res.mechanism.verification.passed
+    assert res.status in ("optimal", "approximate")
+    assert res.lower_bound <= exact * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 1e-7) + 2e-12

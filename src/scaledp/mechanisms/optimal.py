@@ -214,7 +214,9 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
                 raise SolverLimitError(
                     f"HiGHS stopped with status {sol.status!r} on a component of {len(members)} records "
                     "before finding a feasible solution; raise time_limit or use method='benders'")
-            status = sol.status
+            # stopped early with a usable point (e.g. PDLP at its tolerance): the certified
+            # matrix and the Lagrangian bound still give a true gap
+            status = sol.status if sol.status in ("time_limit", "iteration_limit") else "approximate"
         Z[members] = sol.x.reshape(len(members), K)
         if sol.row_dual is not None:
             lower += scale * lagrangian_lower_bound(lp.c.reshape(len(members), K),

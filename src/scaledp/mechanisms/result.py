@@ -16,8 +16,9 @@ class SolveResult:
     Attributes:
         mechanism: the certified mechanism (passes the exact audit).
         method: the algorithm that produced it.
-        status: 'optimal' (gap within the request), 'gap_limit', 'time_limit', 'iteration_limit'
-            or 'heuristic' (no optimality claim, e.g. ExpMech).
+        status: 'optimal' (gap within the request), 'time_limit', 'iteration_limit',
+            'approximate' (the solver stopped at its own tolerance, e.g. PDLP; ``gap`` is still
+            true) or 'heuristic' (no optimality claim, e.g. ExpMech).
         upper_bound: the objective (expected loss) of ``mechanism`` itself.
         lower_bound: a valid lower bound on the optimal objective of the problem solved, or
             None when the method gives none.
