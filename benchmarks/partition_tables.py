@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 
 from scaledp import MDPGraph
 from scaledp.mechanisms.partition import PARTITIONERS, partition

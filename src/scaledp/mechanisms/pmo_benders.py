@@ -104,10 +104,6 @@ class PMODecomposition:
     separator: EnvelopeSeparator | None = None
 
 
-def _pair_rows(n_vars_records: int, K: int, pairs: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr_matrix:
-    return mdp_rows(n_vars_records, K, pairs, dist, eps)
-
-
 def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray, *, scale: float,
               initial_cuts: str = "subset", graph: MDPGraph | None = None) -> PMODecomposition:
     """Build the master and the blocks for the LP restricted to the constraints ``edges``."""
