@@ -83,22 +83,24 @@ def test_unknown_cost_model():
         build_space(gaussian(5, 2, seed=0), epsilon=1.0, eta=1.0, cost="time", seed=0)
 
 
-def test_empty_and_malformed_csv(tmp_path):
+@pytest.mark.parametrize("nodes_text,match", [
+    ("", "empty"),
+    ("id,lon,lat\n", "no rows"),
+    ("id,x,y\n1,2,3\n", "missing"),
+    ("id,lon,lat\n1,24.9,60.1\n2,24.91,abc\n", "non-numeric|malformed"),
+])
+def test_empty_and_malformed_nodes_csv(tmp_path, nodes_text, match):
     nodes = tmp_path / "n.csv"
     edges = tmp_path / "e.csv"
-    nodes.write_text("")
+    nodes.write_text(nodes_text)
     edges.write_text("u,v,length_m\n1,2,10\n")
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match=match):
         load_road_network(nodes, edges)
-    nodes.write_text("id,lon,lat\n")
-    with pytest.raises(ValueError, match="no rows"):
-        load_road_network(nodes, edges)
-    nodes.write_text("id,x,y\n1,2,3\n")
-    with pytest.raises(ValueError, match="missing"):
-        load_road_network(nodes, edges)
-    nodes.write_text("id,lon,lat\n1,24.9,60.1\n2,24.91,abc\n")
-    with pytest.raises(ValueError, match="non-numeric|malformed"):
-        load_road_network(nodes, edges)
+
+
+def test_edges_naming_unknown_nodes_and_missing_files(tmp_path):
+    nodes = tmp_path / "n.csv"
+    edges = tmp_path / "e.csv"
     nodes.write_text("id,lon,lat\n1,24.9,60.1\n2,24.91,60.11\n")
     edges.write_text("u,v,length_m\n1,3,10\n")
     with pytest.raises(ValueError, match="missing from"):

@@ -66,9 +66,6 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
         return exponential_mechanism(space)
     if method == "lp":
         options = {k: v for k, v in options.items() if k == "tolerance"}
-    else:
-        options = dict(options)
-        options["partitioner"] = options.pop("partition", "kmeans-dv")
     if quiet:
         return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce, **options)
     t0 = time.perf_counter()
@@ -130,7 +127,6 @@ def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: f
                               Path(plot_dir) / "partition.png", f"{partition}, M={subsets}",
                               latlon=space.metric == "haversine")
     summary = res.summary()
-    summary["iterations"] = res.iterations
     if out_path:
         summary["out"] = out_path
     if as_json:

@@ -122,9 +122,9 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
     mrows = [mdp_rows(nY, K, ypos[edges[both]], dist[both], eps), row_sum_rows(nY, K)]
     r_lo = [np.full(mrows[0].shape[0], -INF), np.ones(nY)]
     r_up = [np.zeros(mrows[0].shape[0]), np.ones(nY)]
+    g = graph if graph is not None else MDPGraph(N, edges, dist)
     n_init = 0
     if initial_cuts == "subset" and nY > 1:
-        g = graph if graph is not None else MDPGraph(N, edges, dist)
         D = g.path_distances(boundary)[:, boundary]
         adj = np.zeros((nY, nY), dtype=bool)
         adj[ypos[edges[both, 0]], ypos[edges[both, 1]]] = True
@@ -147,7 +147,6 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
     blocks: list[BlockSpec] = []
     internal: list[np.ndarray] = []
     groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    g_all = graph if graph is not None else MDPGraph(N, edges, dist)
     for l in range(part.n_subsets):
         X = np.flatnonzero((lab == l) & ~bmask)
         if len(X) == 0:
@@ -201,7 +200,7 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
         internal.append(X)
         B = boundary[lab[boundary] == l]
         if len(B):
-            Dxb = g_all.path_distances(X)[:, B]
+            Dxb = g.path_distances(X)[:, B]
             ok = np.isfinite(Dxb)
             Flow = np.where(ok, np.exp(-eps * np.where(ok, Dxb, 0.0)), 0.0)
             Fup = np.where(ok, np.exp(eps * np.where(ok, Dxb, 0.0)), np.inf)
