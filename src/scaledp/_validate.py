@@ -27,6 +27,16 @@ def positive_float(name: str, value: Any, *, allow_inf: bool = False) -> float:
     return v
 
 
+def nonneg_float(name: str, value: Any) -> float:
+    """Return ``value`` as a float after checking that it is a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {v}")
+    return v
+
+
 def open_unit(name: str, value: Any, *, upper_closed: bool = False) -> float:
     """Return ``value`` as a float after checking it lies in (0, 1) (or (0, 1])."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):

@@ -88,3 +88,52 @@ def embeddings(path: str | Path, n: int | None = None, seed: RNGLike = None,
         chosen = np.sort(as_generator(seed).choice(cand, size=n, replace=False))
     return Dataset(points=vecs[chosen], metric="euclidean", name=f"embedding:{p.name}:{len(chosen)}",
                    labels=tuple(wl[i] for i in chosen))
+
+
+def clustered_vocabulary(vectors: np.ndarray, n: int, *, close: int = 50, p_random: float = 0.5,
+                         seed: RNGLike = None) -> np.ndarray:
+    """Indices of ``n`` distinct words sampled as in paper 002, section 5.1: start from one
+    random word; then, with probability ``p_random`` add a random word, otherwise pick a word
+    already chosen and add one of its ``close`` nearest words (Euclidean). Repeats are skipped,
+    so the result has exactly ``n`` distinct indices (in the order they were added)."""
+    X = V.finite_array("vectors", vectors, ndim=2)
+    n = V.int_in_range("n", n, 1, len(X))
+    close = V.int_in_range("close", close, 1)
+    p_random = V.open_unit("p_random", p_random, upper_closed=True)
+    rng = as_generator(seed)
+    chosen: list[int] = [int(rng.integers(len(X)))]
+    seen = set(chosen)
+    sq = np.einsum("ij,ij->i", X, X)
+    attempts = 0
+    while len(chosen) < n:
+        attempts += 1
+        if attempts > 1000 * n:
+            raise RuntimeError("clustered sampling could not find new words; lower n or raise close")
+        if rng.random() < p_random:
+            cand = int(rng.integers(len(X)))
+        else:
+            w = chosen[int(rng.integers(len(chosen)))]
+            d2 = sq - 2.0 * X @ X[w] + sq[w]
+            d2[w] = np.inf
+            near = np.argpartition(d2, min(close, len(X) - 2))[:close]
+            cand = int(near[int(rng.integers(len(near)))])
+        if cand not in seen:
+            seen.add(cand)
+            chosen.append(cand)
+    return np.asarray(chosen, dtype=np.int64)
+
+
+def clustered_embeddings(path: str | Path, n: int, *, seed: RNGLike = None, close: int = 50,
+                         words: str | Path | None = None) -> Dataset:
+    """A vocabulary of ``n`` words drawn from an embedding file with
+    :func:`clustered_vocabulary` (duplicate vectors removed first)."""
+    p = Path(path)
+    if p.suffix == ".bin":
+        wl, vecs = read_word2vec_bin(p)
+    else:
+        wl, vecs = read_npy_words(p, words)
+    _, first = np.unique(vecs, axis=0, return_index=True)
+    cand = np.sort(first)
+    idx = cand[clustered_vocabulary(vecs[cand], n, close=close, seed=seed)]
+    return Dataset(points=vecs[idx], metric="euclidean", name=f"clustered:{p.name}:{n}",
+                   labels=tuple(wl[i] for i in idx))

@@ -159,6 +159,21 @@ class HighsLP:
     def set_option(self, name: str, value: object) -> None:
         self.h.setOptionValue(name, value)
 
+    def get_basis(self) -> object | None:
+        """The current simplex basis (an opaque HiGHS object), or None if there is none."""
+        b = self.h.getBasis()
+        return b if b.valid else None
+
+    def set_basis(self, basis: object) -> bool:
+        """Start the next solve from ``basis`` (from a model with the same shape); switches the
+        solver to dual simplex, which is what can use it. Returns False if HiGHS refused it."""
+        self.h.setOptionValue("solver", "simplex")
+        self.h.setOptionValue("simplex_strategy", 1)
+        # devex pricing: dual steepest edge would first compute a weight per row (one solve
+        # with the basis each), which on a 58k-row model costs more than the few iterations
+        self.h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
+        return self.h.setBasis(basis) != highspy.HighsStatus.kError
+
     # --------------------------------------------------------------- solve
     def solve(self) -> LPSolution:
         t0 = time.perf_counter()

@@ -1,5 +1,8 @@
 """The perturbation-matrix optimisation (PMO) LP of paper 000, Eq. 4-7, solved exactly.
 
+With ``objective='worst'`` the objective is paper 002's worst-case loss instead (OPTMech):
+minimise t subject to sum_k c[i,k] z[i,k] <= t for every record i, same constraints.
+
     min  sum_i p_i sum_k c[i,k] z[i,k]
     s.t. z[i,k] - exp(eps d(i,j)) z[j,k] <= 0   for every kept neighbouring pair, both
                                                directions, every output k      (Eq. 2, 5)
@@ -26,11 +29,12 @@ from .. import _validate as V
 from ..graph import MDPGraph
 from ..lp.highs import INF, SOLVERS, HighsLP
 from ..space import Space
+from ..audit import worst_case_loss
 from .base import Mechanism
 from .certify import certify
 from .result import SolveResult, relative_gap
 
-OBJECTIVES = ("expected",)
+OBJECTIVES = ("expected", "worst")
 
 
 class SolverLimitError(RuntimeError):
@@ -42,7 +46,9 @@ class PMOLP:
     """The assembled LP for one set of records.
 
     ``A`` is CSR: first ``n_mdp_rows`` rows are mDP constraints (upper bound 0), then one
-    row-sum constraint per record (equal to 1). Variable ``i * K + k`` is z[i, k].
+    row-sum constraint per record (equal to 1). Variable ``i * K + k`` is z[i, k]. With the
+    worst-case objective there is one more variable t (last) and one more row per record,
+    ``sum_k c[i,k] z[i,k] - t <= 0`` (after the row sums); ``c`` is then zero except on t.
     """
 
     c: np.ndarray
@@ -52,10 +58,11 @@ class PMOLP:
     n_records: int
     n_outputs: int
     n_mdp_rows: int
+    objective: str = "expected"
 
     @property
     def n_vars(self) -> int:
-        return self.n_records * self.n_outputs
+        return self.n_records * self.n_outputs + (1 if self.objective == "worst" else 0)
 
     @property
     def nnz(self) -> int:
@@ -98,17 +105,31 @@ def row_sum_rows(n_records: int, n_outputs: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(n_records * K), idx, indptr), shape=(n_records, n_records * K))
 
 
-def assemble_pmo(weighted_cost: np.ndarray, edges: np.ndarray, dist: np.ndarray, epsilon: float) -> PMOLP:
+def assemble_pmo(weighted_cost: np.ndarray, edges: np.ndarray, dist: np.ndarray, epsilon: float,
+                 objective: str = "expected") -> PMOLP:
     """Assemble the PMO LP for records 0..n-1 (local indices) with objective ``weighted_cost``
-    (p_i c[i,k], shape (n, K)) and mDP constraints on ``edges``."""
+    (p_i c[i,k], shape (n, K); with ``objective='worst'`` the plain costs c[i,k]) and mDP
+    constraints on ``edges``."""
     n, K = weighted_cost.shape
     M = mdp_rows(n, K, edges, dist, epsilon)
     S = row_sum_rows(n, K)
-    A = sp.vstack([M, S], format="csr")
-    rl = np.concatenate([np.full(M.shape[0], -INF), np.ones(n)])
-    ru = np.concatenate([np.zeros(M.shape[0]), np.ones(n)])
-    return PMOLP(c=np.ascontiguousarray(weighted_cost, dtype=np.float64).reshape(-1), A=A, row_lower=rl,
-                 row_upper=ru, n_records=n, n_outputs=K, n_mdp_rows=M.shape[0])
+    if objective == "expected":
+        A = sp.vstack([M, S], format="csr")
+        rl = np.concatenate([np.full(M.shape[0], -INF), np.ones(n)])
+        ru = np.concatenate([np.zeros(M.shape[0]), np.ones(n)])
+        return PMOLP(c=np.ascontiguousarray(weighted_cost, dtype=np.float64).reshape(-1), A=A, row_lower=rl,
+                     row_upper=ru, n_records=n, n_outputs=K, n_mdp_rows=M.shape[0])
+    C = S.copy()
+    C.data = np.ascontiguousarray(weighted_cost, dtype=np.float64).reshape(-1).copy()
+    t_col = sp.csr_matrix((-np.ones(n), (np.arange(n), np.zeros(n, dtype=np.int64))), shape=(n, 1))
+    zeros = sp.csr_matrix((M.shape[0] + n, 1))
+    A = sp.hstack([sp.vstack([M, S, C]), sp.vstack([zeros, t_col])], format="csr")
+    rl = np.concatenate([np.full(M.shape[0], -INF), np.ones(n), np.full(n, -INF)])
+    ru = np.concatenate([np.zeros(M.shape[0]), np.ones(n), np.zeros(n)])
+    c = np.zeros(n * K + 1)
+    c[-1] = 1.0
+    return PMOLP(c=c, A=A, row_lower=rl, row_upper=ru, n_records=n, n_outputs=K, n_mdp_rows=M.shape[0],
+                 objective="worst")
 
 
 def lagrangian_lower_bound(weighted_cost: np.ndarray, M: sp.csr_matrix, y_mdp: np.ndarray) -> float:
@@ -121,8 +142,20 @@ def lagrangian_lower_bound(weighted_cost: np.ndarray, M: sp.csr_matrix, y_mdp: n
     """
     n, K = weighted_cost.shape
     y = np.minimum(np.asarray(y_mdp, dtype=np.float64), 0.0)
-    r = weighted_cost.reshape(-1) - M.T @ y
+    r = weighted_cost.reshape(-1) - M.T @ y[:M.shape[0]]
     return float(np.sum(np.min(r.reshape(n, K), axis=1)))
+
+
+def worst_case_lower_bound(cost: np.ndarray, M: sp.csr_matrix, y_mdp: np.ndarray, y_loss: np.ndarray) -> float:
+    """A rigorous lower bound on min_z max_i c_i'z_i over PMO-feasible z, from any multipliers.
+
+    For weights w >= 0 with sum w = 1, max_i c_i'z_i >= sum_i w_i c_i'z_i, and the expected-loss
+    bound of :func:`lagrangian_lower_bound` applies to the costs w_i c[i, k]. The weights are the
+    loss rows' duals (sign-corrected, normalised; uniform if they are all 0).
+    """
+    w = np.maximum(-np.asarray(y_loss, dtype=np.float64), 0.0)
+    w = w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))
+    return lagrangian_lower_bound(cost * w[:, None], M, y_mdp)
 
 
 def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time_limit: float | None = None,
@@ -139,7 +172,8 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
         time_limit: seconds for the whole solve (None: no limit).
         reduce: drop implied edges (exact) before solving.
         tolerance: HiGHS primal/dual feasibility tolerance.
-        objective: 'expected' (Eq. 4).
+        objective: 'expected' (Eq. 4) or 'worst' (paper 002's OPTMech: minimise the largest
+            per-record loss; monolithic LP only).
         progress: optional callback receiving short status lines.
 
     Returns:
@@ -152,6 +186,8 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     V.choice("method", method, ("lp", "benders"))
     V.choice("solver", solver, SOLVERS)
     V.choice("objective", objective, OBJECTIVES)
+    if method == "benders" and objective != "expected":
+        raise ValueError("objective='worst' is solved by the monolithic LP only (method='lp')")
     if method == "benders":
         from .pmo_benders import solve_pmo_benders
 
@@ -176,7 +212,8 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
     t_reduce = time.perf_counter() - t0
     N, K = space.n_records, space.n_outputs
-    wc = space.weighted_cost
+    worst = objective == "worst"
+    wc = space.cost if worst else space.weighted_cost
     scale = float(wc.max()) if wc.size and wc.max() > 0 else 1.0
     Z = np.zeros((N, K))
     lower = 0.0
@@ -191,13 +228,13 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
             i = members[0]
             k = int(np.argmin(wc[i]))
             Z[i, k] = 1.0
-            lower += float(wc[i, k])
+            lower = max(lower, float(wc[i, k])) if worst else lower + float(wc[i, k])
             n_singletons += 1
             continue
         sub, eids = graph.subgraph(members)
         keep = ~implied[eids]
         t0 = time.perf_counter()
-        lp = assemble_pmo(wc[members] / scale, sub.edges[keep], sub.distance[keep], space.epsilon)
+        lp = assemble_pmo(wc[members] / scale, sub.edges[keep], sub.distance[keep], space.epsilon, objective)
         t_assemble += time.perf_counter() - t0
         nnz += lp.nnz
         remaining = None
@@ -217,18 +254,28 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
             # stopped early with a usable point (e.g. PDLP at its tolerance): the certified
             # matrix and the Lagrangian bound still give a true gap
             status = sol.status if sol.status in ("time_limit", "iteration_limit") else "approximate"
-        Z[members] = sol.x.reshape(len(members), K)
-        if sol.row_dual is not None:
+        Z[members] = sol.x[:len(members) * K].reshape(len(members), K)
+        if sol.row_dual is None:
+            lower = -math.inf
+        elif worst:
+            m = len(members)
+            Mrows = lp.A[:lp.n_mdp_rows, :m * K]
+            lb_c = scale * worst_case_lower_bound(wc[members] / scale, Mrows, sol.row_dual[:lp.n_mdp_rows],
+                                                  sol.row_dual[lp.n_mdp_rows + m:])
+            lower = max(lower, lb_c)
+        else:
             lower += scale * lagrangian_lower_bound(lp.c.reshape(len(members), K),
                                                     lp.A[:lp.n_mdp_rows], sol.row_dual[:lp.n_mdp_rows])
-        else:
-            lower = -math.inf
     t0 = time.perf_counter()
     edges, dist = space.neighbor_pairs
     Zc, cert = certify(Z, space.epsilon, edges, dist)
     t_cert = time.perf_counter() - t0
-    upper = float(np.sum(wc * Zc))
-    lp_value = float(np.sum(wc * np.clip(Z, 0, None)))
+    if worst:
+        upper = worst_case_loss(Zc, space.cost)
+        lp_value = worst_case_loss(np.clip(Z, 0, None), space.cost)
+    else:
+        upper = float(np.sum(wc * Zc))
+        lp_value = float(np.sum(wc * np.clip(Z, 0, None)))
     lb = lower if math.isfinite(lower) else None
     if lb is not None:
         lb = min(lb, upper)  # the bound is rigorous; rounding can only make it a hair high
@@ -238,7 +285,8 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     stats = {
         "n_records": N, "n_outputs": K, "variables": N * K,
         "edges": E_full, "edges_kept": E_kept,
-        "constraints_before": 2 * E_full * K + N, "constraints_after": 2 * E_kept * K + N,
+        "constraints_before": 2 * E_full * K + N * (2 if worst else 1),
+        "constraints_after": 2 * E_kept * K + N * (2 if worst else 1),
         "nonzeros": nnz, "components": len(comps), "largest_component": int(len(comps[0])) if comps else 0,
         "singleton_components": n_singletons, "solver": solver,
         "certify_mixing": cert.mixing, "certify_max_violation": cert.max_violation_before,
@@ -246,8 +294,18 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     }
     timings = {"reduce": t_reduce, "assemble": t_assemble, "solve": t_solve, "certify": t_cert,
                "total": time.perf_counter() - t_start}
+    name = "optmech" if worst else "lp"
     mech = Mechanism(Zc, space.epsilon, edges, dist, output_records=space.output_records, cost=space.cost,
-                     prior=space.prior, metadata={"method": "lp", "solver": solver, "eta": space.eta,
-                                                  "instance": space.name, "certify_mixing": cert.mixing})
-    return SolveResult(mechanism=mech, method="lp", status=status, upper_bound=upper, lower_bound=lb, gap=gap,
-                       iterations=iterations, timings=timings, stats=stats)
+                     prior=space.prior, metadata={"method": name, "objective": objective, "solver": solver,
+                                                  "eta": space.eta, "instance": space.name,
+                                                  "certify_mixing": cert.mixing})
+    return SolveResult(mechanism=mech, method=name, status=status, upper_bound=upper, lower_bound=lb, gap=gap,
+                       iterations=iterations, timings=timings, stats=stats, objective=objective)
+
+
+def optmech(space: Space, **options: Any) -> SolveResult:
+    """OPTMech of paper 002: the mechanism of least worst-case loss max_w L(M, w) under
+    epsilon-mDP on every neighbouring pair of ``space`` (all pairs when ``space.eta`` is
+    infinite, as in the paper). The LP has O(N K) variables and O(|E| K) constraints before the
+    exact implied-edge reduction. Options as :func:`solve_pmo` (monolithic)."""
+    return solve_pmo(space, method="lp", objective="worst", **options)

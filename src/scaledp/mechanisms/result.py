@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..audit import worst_case_loss
 from .base import Mechanism
 
 
@@ -19,7 +20,8 @@ class SolveResult:
         status: 'optimal' (gap within the request), 'time_limit', 'iteration_limit',
             'approximate' (the solver stopped at its own tolerance, e.g. PDLP; ``gap`` is still
             true) or 'heuristic' (no optimality claim, e.g. ExpMech).
-        upper_bound: the objective (expected loss) of ``mechanism`` itself.
+        upper_bound: the objective of ``mechanism`` itself (expected loss, or the worst-case
+            loss max_w L(M, w) when ``objective == 'worst'``).
         lower_bound: a valid lower bound on the optimal objective of the problem solved, or
             None when the method gives none.
         gap: (upper - lower) / upper, or None.
@@ -27,6 +29,7 @@ class SolveResult:
         history: per-iteration records (Benders), else empty.
         timings: seconds per phase.
         stats: sizes and counters (constraints before/after reduction, non-zeros, ...).
+        objective: 'expected' (paper 000, Eq. 4) or 'worst' (paper 002, Eq. 1).
     """
 
     mechanism: Mechanism
@@ -39,10 +42,19 @@ class SolveResult:
     history: tuple[dict[str, Any], ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    objective: str = "expected"
 
     @property
     def expected_loss(self) -> float:
-        return self.upper_bound
+        if self.objective == "expected":
+            return self.upper_bound
+        return self.mechanism.expected_loss()
+
+    @property
+    def worst_case_loss(self) -> float:
+        if self.objective == "worst":
+            return self.upper_bound
+        return worst_case_loss(self.mechanism.matrix, self.mechanism.cost)
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` summary of the CLI."""
@@ -53,7 +65,9 @@ class SolveResult:
             "n_records": m.n_records,
             "n_outputs": m.n_outputs,
             "epsilon": m.epsilon,
-            "expected_loss": self.upper_bound,
+            "objective": self.objective,
+            "expected_loss": self.expected_loss,
+            "worst_case_loss": self.worst_case_loss if m.cost is not None else None,
             "lower_bound": self.lower_bound,
             "upper_bound": self.upper_bound,
             "gap": self.gap,
