@@ -10,6 +10,9 @@ from scipy.stats import chisquare
 from scaledp import Mechanism, verify
 from scaledp.audit import audit_file
 from scaledp.mechanisms import exponential_mechanism, solve_pmo
+from scaledp.mechanisms.constopt import constopt_mechanism
+from scaledp.mechanisms.optimal import optmech
+from scaledp.mechanisms.spanner import spanner_mechanism
 
 from .conftest import small_spaces
 
@@ -21,6 +24,9 @@ MECHANISMS = {
     "lp-noreduce": lambda s: solve_pmo(s, reduce=False),
     "benders-metis": lambda s: solve_pmo(s, method="benders", partition="metis", subsets=3, gap=1e-3),
     "expmech": exponential_mechanism,
+    "optmech": optmech,
+    "constopt-r3": lambda s: constopt_mechanism(s, r=3),
+    "spanner-d2": lambda s: spanner_mechanism(s, delta=2.0),
 }
 
 CASES = [(m, s) for m in MECHANISMS for s in SPACES]

@@ -16,15 +16,18 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from . import _validate as V
 from .audit import audit_file, quantile_loss, uniform_loss
 from .datasets import build_space, parse_dataset
 from .mechanisms import Mechanism, SolveResult, exponential_mechanism, solve_pmo
+from .mechanisms.constopt import LPTimeLimitError
+from .mechanisms.noise import MonteCarloResult
 from .mechanisms.optimal import SolverLimitError
+from .mechanisms.run import METHODS, run_method
 
 err = Console(stderr=True)
 out = Console()
 
-METHODS = ("lp", "benders", "expmech")
 
 
 @contextmanager
@@ -34,7 +37,7 @@ def _friendly_errors() -> Iterator[None]:
         yield
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    except SolverLimitError as exc:
+    except (SolverLimitError, LPTimeLimitError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -60,20 +63,33 @@ def _space_from_options(dataset: str, cell: float, outputs: int | None, epsilon:
     return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
 
 
+def _parse_lambdas(text: str) -> list[float]:
+    parts = [p for p in text.replace(" ", "").split(",") if p]
+    if not parts:
+        raise ValueError("--lambdas must list at least one value, e.g. 0.001,0.1,1.0")
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"--lambdas must be comma-separated numbers, got {text!r}") from None
+    bad = [v for v in vals if not (v >= 0 and math.isfinite(v))]
+    if bad:
+        raise ValueError(f"--lambdas must be finite and >= 0, got {bad}")
+    return vals
+
+
 def _run_method(space, method: str, solver: str, time_limit: float | None, reduce: bool,
-                quiet: bool, **options: Any) -> SolveResult:
-    if method == "expmech":
-        return exponential_mechanism(space)
-    if method == "lp":
-        options = {k: v for k, v in options.items() if k == "tolerance"}
+                quiet: bool, **options: Any) -> SolveResult | MonteCarloResult:
+    benders = {k: options.pop(k) for k in ("partition", "subsets", "gap", "max_iterations", "seed", "executor",
+                                            "workers", "scheduler") if k in options}
+    kw = dict(solver=solver, time_limit=time_limit, reduce=reduce, benders=benders, seed=benders.get("seed"),
+              **options)
     if quiet:
-        return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce, **options)
+        return run_method(space, method, **kw)
     t0 = time.perf_counter()
     with err.status("solving ...") as status:
         def progress(msg: str) -> None:
             status.update(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
-        return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce,
-                         progress=progress, **options)
+        return run_method(space, method, progress=progress, **kw)
 
 
 @main.command()
@@ -81,9 +97,16 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
 @click.option("--cell", type=float, default=1.0, show_default=True, help="grid cell size (km)")
 @click.option("--outputs", "outputs", type=int, default=None, help="K outputs sampled from the records (default: all)")
 @click.option("--epsilon", type=float, required=True, help="privacy budget per distance unit")
-@click.option("--eta", type=float, required=True, help="neighbour threshold")
+@click.option("--eta", type=float, required=True, help="neighbour threshold ('inf': every pair, as in paper 002)")
 @click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True)
 @click.option("--method", type=click.Choice(METHODS), default="lp", show_default=True)
+@click.option("--objective", type=click.Choice(["expected", "worst"]), default="expected", show_default=True,
+              help="lp: expected loss (paper 000) or worst-case loss (paper 002's OPTMech)")
+@click.option("--r", "r", type=int, default=10, show_default=True, help="constopt: nearest neighbours left free")
+@click.option("--lambdas", default="0.001,0.1,1.0", show_default=True, help="constopt: penalties to sweep")
+@click.option("--delta", type=float, default=2.0, show_default=True, help="spanner: stretch of the spanner")
+@click.option("--draws", type=int, default=2000, show_default=True,
+              help="madlib/laplace: Monte Carlo draws per record for the loss estimates")
 @click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp"]), default="simplex", show_default=True,
               help="HiGHS algorithm for LP methods")
 @click.option("--time-limit", type=float, default=None, help="seconds")
@@ -104,20 +127,24 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="write the mechanism (.npz)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
 def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
-          solver: str, time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float,
+          objective: str, r: int, lambdas: str, delta: float, draws: int, solver: str, time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float,
           max_iterations: int, workers: int, scheduler: str | None, plot_dir: str | None, no_reduce: bool,
           seed: int | None, out_path: str | None, as_json: bool) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with _friendly_errors():
+        if out_path and method in ("madlib", "laplace"):
+            raise ValueError(f"--out: {method} has no exact matrix to write (its losses are Monte Carlo estimates)")
+        lams = _parse_lambdas(lambdas)
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json, partition=partition,
                           subsets=subsets, gap=gap, max_iterations=max_iterations,
                           seed=0 if seed is None else seed, tolerance=tolerance,
                           executor="dask" if scheduler else ("process" if workers > 1 else "serial"),
-                          workers=workers, scheduler=scheduler)
+                          workers=workers, scheduler=scheduler, objective=objective, r=r, lambdas=lams,
+                          delta=delta, draws=draws)
         if out_path:
             res.mechanism.save(out_path)
-        if plot_dir and res.history:
+        if plot_dir and getattr(res, "history", None):
             from .plots import convergence_plot, partition_map
 
             convergence_plot(res.history, Path(plot_dir) / "convergence.png",
@@ -135,17 +162,25 @@ def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: f
     t = Table(title=f"{method} on {space.name} (N={space.n_records}, K={space.n_outputs}, eps={epsilon:g}, eta={eta:g})")
     t.add_column("quantity")
     t.add_column("value", justify="right")
-    for k in ("status", "expected_loss", "lower_bound", "gap", "iterations", "seconds", "constraints_before",
-              "constraints_after", "audit_passed"):
-        t.add_row(k, _fmt(summary[k]))
-    if "certify_mixing" in res.stats:
-        t.add_row("certify mixing", _fmt(res.stats["certify_mixing"]))
-    if res.stats.get("components"):
-        t.add_row("mDP graph components", _fmt(res.stats["components"]))
+    keys = ("status", "objective", "expected_loss", "worst_case_loss", "lower_bound", "gap", "iterations", "seconds",
+            "constraints_before", "constraints_after", "audit_passed")
+    if isinstance(res, MonteCarloResult):
+        keys = ("status", "draws", "expected_loss", "expected_loss_se", "worst_case_loss", "worst_case_loss_se",
+                "quantile_loss", "quantile_loss_se", "seconds")
+    for k in keys:
+        t.add_row(k, _fmt(summary.get(k)))
+    stats = getattr(res, "stats", {})
+    for k in ("variables", "nonzeros", "r", "lambda", "spanner_edges"):
+        if k in stats and k not in keys:
+            t.add_row(k, _fmt(stats[k]))
+    if "certify_mixing" in stats:
+        t.add_row("certify mixing", _fmt(stats["certify_mixing"]))
+    if stats.get("components"):
+        t.add_row("mDP graph components", _fmt(stats["components"]))
     out.print(t)
-    if res.stats.get("components", 1) > 1:
-        err.print(f"note: the mDP graph has {res.stats['components']} connected components "
-                  f"(largest {res.stats['largest_component']} records); each was solved separately")
+    if stats.get("components", 1) > 1:
+        err.print(f"note: the mDP graph has {stats['components']} connected components "
+                  f"(largest {stats['largest_component']} records); each was solved separately")
     if out_path:
         out.print(f"mechanism written to {out_path}")
 
@@ -210,6 +245,67 @@ def _parse_records(text: str) -> np.ndarray:
         return np.array([int(r[col]) for r in rows], dtype=np.int64)
     except (ValueError, IndexError):
         raise ValueError("input rows must hold integer record indices") from None
+
+
+@main.command()
+@click.option("--dataset", required=True, help="as for solve")
+@click.option("--cell", type=float, default=1.0, show_default=True)
+@click.option("--outputs", "outputs", type=int, default=None, help="K outputs (default: all records)")
+@click.option("--epsilon", type=float, required=True)
+@click.option("--eta", type=float, default=math.inf, show_default=True, help="neighbour threshold (default: every pair)")
+@click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True)
+@click.option("--methods", default="expmech,constopt,spanner", show_default=True,
+              help=f"comma-separated, from {','.join(METHODS)}")
+@click.option("--r", "r", type=int, default=10, show_default=True)
+@click.option("--lambdas", default="0.001,0.1,1.0", show_default=True)
+@click.option("--delta", type=float, default=2.0, show_default=True, help="spanner stretch")
+@click.option("--draws", type=int, default=2000, show_default=True)
+@click.option("--tight-delta", type=float, default=1e-3, show_default=True, help="delta of epsilon_tight")
+@click.option("--q", type=float, default=0.95, show_default=True, help="quantile of L_q")
+@click.option("--time-limit", type=float, default=None, help="seconds per method")
+@click.option("--seed", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+def compare(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, methods: str,
+            r: int, lambdas: str, delta: float, draws: int, tight_delta: float, q: float,
+            time_limit: float | None, seed: int | None, as_json: bool) -> None:
+    """Run several methods on one instance: time, LP size, epsilon_tight, L_q, losses."""
+    from .mechanisms.run import baseline_rows, compare_row
+
+    with _friendly_errors():
+        names = [m.strip() for m in methods.split(",") if m.strip()]
+        if not names:
+            raise ValueError("--methods must name at least one method")
+        for m in names:
+            if m not in METHODS:
+                raise ValueError(f"--methods: unknown method {m!r}; choose from {', '.join(METHODS)}")
+        V.open_unit("--tight-delta", tight_delta)
+        V.open_unit("--q", q, upper_closed=True)
+        lams = _parse_lambdas(lambdas)
+        space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
+        rows = []
+        for m in names:
+            res = _run_method(space, m, "simplex", time_limit, True, quiet=as_json, r=r, lambdas=lams, delta=delta,
+                              draws=draws, seed=seed, objective="expected")
+            rows.append(compare_row(space, res, q=q, delta=tight_delta).as_dict())
+        base = baseline_rows(space, q)
+    if as_json:
+        click.echo(json.dumps({"instance": space.describe(), "rows": rows, **base}))
+        return
+    t = Table(title=f"{space.name}: N={space.n_records}, K={space.n_outputs}, eps={epsilon:g}, eta={eta:g}")
+    for c in ("method", "sec", "variables", "constraints", "non-zeros", f"eps_tight(d={tight_delta:g})",
+              f"L_{q:g}", "worst", "expected", "audit"):
+        t.add_column(c, justify="left" if c == "method" else "right")
+    for row in rows:
+        lq = _fmt(row["quantile_loss"])
+        if row["quantile_loss_se"] is not None:
+            lq += f" ± {row['quantile_loss_se']:.2g}"
+        t.add_row(row["method"], _fmt(row["seconds"], 3), _fmt(row["variables"]), _fmt(row["constraints"]),
+                  _fmt(row["nonzeros"]), _fmt(row["epsilon_tight"]), lq, _fmt(row["worst_case_loss"]),
+                  _fmt(row["expected_loss"]),
+                  {True: "PASSED", False: "FAILED", None: "n/a (Monte Carlo)"}[row["audit_passed"]])
+    out.print(t)
+    out.print(f"uniform random output: L_{q:g} {base['uniform_quantile_loss']:.4g}; packing lower bound on the "
+              f"worst-case loss of any {epsilon:g}-mDP mechanism: {base['packing_lower_bound']:.4g}")
 
 
 @main.command()

@@ -260,16 +260,14 @@ def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *,
                       free_cols=fc, n_outputs=K, counts=counts)
 
 
-def _matrix_from_solution(lp: ConstOptLP, x: np.ndarray, space: Space, eps_lp: float) -> np.ndarray:
-    N, K = space.n_records, space.n_outputs
+def _raw_matrix(lp: ConstOptLP, x: np.ndarray, space: Space, eps_lp: float) -> np.ndarray:
+    """The LP's M (before normalisation): free entries from x, the others Y[w] a[u, w]."""
+    K = space.n_outputs
     nf = len(lp.free_rows)
     Y = np.maximum(x[nf:nf + K], 0.0)
     M = Y[None, :] * np.exp(-eps_lp * output_distances(space))
     M[lp.free_rows, lp.free_cols] = np.maximum(x[:nf], 0.0)
-    s = M.sum(axis=1, keepdims=True)
-    if np.any(s <= 0):
-        raise RuntimeError("ConstOPTMech LP returned a row of zeros (solver failure)")
-    return M / s
+    return M
 
 
 def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
@@ -309,12 +307,22 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
     sweep = []
     t_asm = t_solve = 0.0
     counts: dict[str, int] = {}
-    basis = None
-    # warm start: the LPs of the sweep differ only in the loss rows, so each one after the
-    # first starts (dual simplex) from the optimal basis of the one before
-    order = sorted(range(len(lams)), key=lambda i: abs(math.log10(lams[i] + 1e-12) - math.log10(0.1)))
-    for li in order:
-        lam = lams[li]
+    prev: tuple[float, np.ndarray, np.ndarray, Any] | None = None   # (lambda, x, row sums, basis)
+    # Lambdas in increasing order. If the optimum for lambda has every row summing to exactly 1,
+    # it is optimal for every larger lambda too (the penalty of any other feasible M only grows
+    # with lambda, and is 0 for this one), so it is reused. Otherwise the next LP, which differs
+    # only in the loss rows, starts (dual simplex) from the previous optimal basis; if that
+    # stalls past the first solve's time it is solved afresh with ``solver``.
+    first_seconds = None
+    for lam in sorted(lams):
+        if prev is not None and float(np.max(prev[2])) - 1.0 <= 1e-9:
+            x = prev[1]
+            sweep.append({"lambda": lam, "worst_case_loss": sweep[-1]["worst_case_loss"],
+                          "lp_objective": sweep[-1]["lp_objective"], "seconds": 0.0, "iterations": 0,
+                          "reused": f"rows of the lambda={prev[0]} optimum sum to 1"})
+            say(f"lambda={lam}: the lambda={prev[0]} optimum has stochastic rows, so it is optimal here too")
+            prev = (lam, x, prev[2], prev[3])
+            continue
         t0 = time.perf_counter()
         lp = assemble_constopt(space, r, lam, eps_lp, free=free)
         t_asm += time.perf_counter() - t0
@@ -324,27 +332,47 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
             remaining = time_limit - (time.perf_counter() - t_start)
             if remaining <= 0:
                 raise LPTimeLimitError(f"ConstOPTMech: time limit of {time_limit} s reached before lambda={lam}")
-        say(f"lambda={lam}: {lp.counts['variables']} variables, {lp.counts['constraints']} rows, "
-            f"{lp.counts['nonzeros']} non-zeros{' (warm start)' if basis is not None else ''}")
-        model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
-                        solver=solver, time_limit=remaining, tolerance=tolerance)
-        if basis is not None and warm_start:
-            model.set_basis(basis)
-        sol = model.solve()
-        t_solve += sol.seconds
+        sol = None
+        warm = prev is not None and prev[3] is not None and warm_start
+        if warm:
+            cap = max(10.0, 0.5 * (first_seconds or 0.0))
+            cap = cap if remaining is None else min(cap, remaining)
+            say(f"lambda={lam}: warm start from lambda={prev[0]} (cap {cap:.0f} s)")
+            model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
+                            solver=solver, time_limit=cap, tolerance=tolerance)
+            model.set_basis(prev[3])
+            sol = model.solve()
+            t_solve += sol.seconds
+            if sol.status != "optimal":
+                say(f"lambda={lam}: warm start stopped ({sol.status}); solving afresh")
+                sol = None
+                if remaining is not None:
+                    remaining = time_limit - (time.perf_counter() - t_start)
+        if sol is None:
+            say(f"lambda={lam}: {lp.counts['variables']} variables, {lp.counts['constraints']} rows, "
+                f"{lp.counts['nonzeros']} non-zeros")
+            model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
+                            solver=solver, time_limit=remaining, tolerance=tolerance)
+            sol = model.solve()
+            t_solve += sol.seconds
+            first_seconds = first_seconds or sol.seconds
         if sol.status != "optimal" or sol.x is None:
             if sol.status == "time_limit":
                 raise LPTimeLimitError(f"ConstOPTMech LP (lambda={lam}) hit the time limit of {time_limit} s; "
                                        "no mechanism is returned")
             raise RuntimeError(f"ConstOPTMech LP (lambda={lam}) ended with HiGHS status {sol.status!r}")
-        basis = model.get_basis()
-        H = _matrix_from_solution(lp, sol.x, space, eps_lp)
+        M = _raw_matrix(lp, sol.x, space, eps_lp)
+        rowsum = M.sum(axis=1)
+        if np.any(rowsum <= 0):
+            raise RuntimeError("ConstOPTMech LP returned a row of zeros (solver failure)")
+        H = M / rowsum[:, None]
         loss = worst_case_loss(H, space.cost)   # before certification; the winner is certified below
         sweep.append({"lambda": lam, "worst_case_loss": loss, "lp_objective": float(sol.objective),
-                      "seconds": sol.seconds, "iterations": sol.iterations})
+                      "seconds": sol.seconds, "iterations": sol.iterations, "warm_start": bool(warm)})
         say(f"lambda={lam}: worst-case loss {loss:.6g} ({sol.seconds:.2f} s)")
         if best is None or loss < best[0]:
             best = (loss, H, lam)
+        prev = (lam, sol.x, rowsum, model.get_basis())
     assert best is not None
     _, H, lam = best
     t0 = time.perf_counter()
