@@ -19,7 +19,7 @@ from rich.table import Table
 from . import _validate as V
 from .audit import audit_file, quantile_loss, uniform_loss
 from .datasets import build_space, parse_dataset
-from .mechanisms import Mechanism, SolveResult, exponential_mechanism, solve_pmo
+from .mechanisms import Mechanism, SolveResult, exponential_mechanism
 from .mechanisms.constopt import LPTimeLimitError
 from .mechanisms.noise import MonteCarloResult
 from .mechanisms.optimal import SolverLimitError
