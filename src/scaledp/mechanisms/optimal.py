@@ -246,7 +246,20 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
         sol = model.solve()
         t_solve += sol.seconds
         iterations += sol.iterations
+        if sol.status.startswith("error") and solver != "simplex":
+            # numerical failure (exp(eps d) spans many orders of magnitude at large eps d):
+            # dual simplex is the most robust HiGHS algorithm, so try it once before giving up
+            say(f"component {ci + 1}: HiGHS {solver} failed ({sol.status}); retrying with dual simplex")
+            remaining = None if remaining is None else max(1e-3, time_limit - (time.perf_counter() - t_start))
+            model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
+                            solver="simplex", time_limit=remaining, tolerance=tolerance)
+            sol = model.solve()
+            t_solve += sol.seconds
+            iterations += sol.iterations
         if sol.status != "optimal":
+            if sol.status.startswith("error"):
+                raise SolverLimitError(f"HiGHS failed ({sol.status}) on a component of {len(members)} records; "
+                                       "a looser --tolerance or a smaller epsilon * distance range may help")
             if sol.x is None or not sol.primal_feasible:
                 raise SolverLimitError(
                     f"HiGHS stopped with status {sol.status!r} on a component of {len(members)} records "
