@@ -36,6 +36,19 @@ def metric_space(n: int, dim: int = 2, eps: float = 2.0, seed: int = 0) -> Space
 
 
 # ------------------------------------------------------------------ OPTMech
+def naive_mdp_rows(u: int, n: int, K: int, nv: int, eps: float, D: np.ndarray, A: list, b: list) -> None:
+    """Append every mDP row of record u (Eq. 2, all v != u, all outputs w) to A, b."""
+    for v in range(n):
+        if v == u:
+            continue
+        for w in range(K):
+            row = np.zeros(nv)
+            row[u * K + w] = 1.0
+            row[v * K + w] = -math.exp(eps * D[u, v])
+            A.append(row)
+            b.append(0.0)
+
+
 def naive_optmech(space: Space) -> float:
     """The worst-case LP written out with every constraint, solved by scipy's linprog."""
     n, K = space.n_records, space.n_outputs
@@ -43,15 +56,7 @@ def naive_optmech(space: Space) -> float:
     nv = n * K + 1
     A, b = [], []
     for u in range(n):
-        for v in range(n):
-            if u == v:
-                continue
-            for w in range(K):
-                row = np.zeros(nv)
-                row[u * K + w] = 1.0
-                row[v * K + w] = -math.exp(space.epsilon * D[u, v])
-                A.append(row)
-                b.append(0.0)
+        naive_mdp_rows(u, n, K, nv, space.epsilon, D, A, b)
         row = np.zeros(nv)
         row[u * K:(u + 1) * K] = space.cost[u]
         row[-1] = -1.0
@@ -97,15 +102,7 @@ def naive_constopt_value(space: Space, r: int, lam: float) -> float:
     nv = n * K + K + 1      # M, Y, k
     A, b, Aeq, beq = [], [], [], []
     for u in range(n):
-        for v in range(n):
-            if u == v:
-                continue
-            for w in range(K):
-                row = np.zeros(nv)
-                row[u * K + w] = 1.0
-                row[v * K + w] = -math.exp(eps * D[u, v])
-                A.append(row)
-                b.append(0.0)
+        naive_mdp_rows(u, n, K, nv, eps, D, A, b)
         for w in range(K):
             if not free[u, w]:
                 row = np.zeros(nv)

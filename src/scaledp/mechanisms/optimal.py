@@ -296,7 +296,7 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     E_full = int(len(edges))
     E_kept = int(np.count_nonzero(~implied))
     stats = {
-        "n_records": N, "n_outputs": K, "variables": N * K,
+        "n_records": N, "n_outputs": K, "variables": N * K + (1 if worst else 0),
         "edges": E_full, "edges_kept": E_kept,
         "constraints_before": 2 * E_full * K + N * (2 if worst else 1),
         "constraints_after": 2 * E_kept * K + N * (2 if worst else 1),
