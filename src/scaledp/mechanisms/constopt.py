@@ -65,6 +65,7 @@ from ..space import Space
 from .base import Mechanism
 from .certify import certify
 from .exponential import exponential_matrix, output_distances
+from .optimal import MAX_LOG_RATIO
 from .result import SolveResult
 
 DEFAULT_LAMBDAS = (0.001, 0.1, 1.0)
@@ -174,8 +175,9 @@ def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *,
         lo_exp = np.where(valid, -du - Dw, -np.inf).max(axis=1)
         upper_coef[s:s + step] = up_exp
         lower_coef[s:s + step] = lo_exp
-    has_up = np.isfinite(upper_coef)
-    has_lo = np.isfinite(lower_coef)
+    # rows with a ratio beyond exp(MAX_LOG_RATIO) are left to certification (optimal.MAX_LOG_RATIO)
+    has_up = np.isfinite(upper_coef) & (eps_lp * upper_coef <= MAX_LOG_RATIO)
+    has_lo = np.isfinite(lower_coef) & (eps_lp * lower_coef >= -MAX_LOG_RATIO)
     idx = np.flatnonzero(has_up)
     # x - exp(eps' * up) Y_w <= 0
     m = len(idx)
@@ -206,7 +208,7 @@ def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *,
         if len(ids) < 2:
             continue
         us = fr[ids]
-        ii, jj = np.nonzero(nbr[np.ix_(us, us)])
+        ii, jj = np.nonzero(nbr[np.ix_(us, us)] & (eps_lp * d_rec[np.ix_(us, us)] <= MAX_LOG_RATIO))
         pa.append(ids[ii])
         pb.append(ids[jj])
     if pa:

@@ -36,6 +36,14 @@ from .result import SolveResult, relative_gap
 
 OBJECTIVES = ("expected", "worst")
 
+#: mDP rows whose ratio exp(eps d) exceeds exp(MAX_LOG_RATIO) (about 9e6) are left out of the
+#: LP: HiGHS rejects or mis-solves coefficients spanning that many orders of magnitude, and
+#: such a row is almost vacuous. Leaving rows out relaxes the LP, so its dual bound stays a valid
+#: lower bound. The certification step still checks every pair exactly, so the
+#: guarantee does not depend on it; if such a row ends up violated, certification mixes in a
+#: weight of about K exp(-MAX_LOG_RATIO).
+MAX_LOG_RATIO = 16.0
+
 
 class SolverLimitError(RuntimeError):
     """The solver hit a limit before it had any feasible solution to certify."""
@@ -232,7 +240,7 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
             n_singletons += 1
             continue
         sub, eids = graph.subgraph(members)
-        keep = ~implied[eids]
+        keep = ~implied[eids] & (space.epsilon * sub.distance <= MAX_LOG_RATIO)
         t0 = time.perf_counter()
         lp = assemble_pmo(wc[members] / scale, sub.edges[keep], sub.distance[keep], space.epsilon, objective)
         t_assemble += time.perf_counter() - t0

@@ -29,7 +29,7 @@ from ..lp.highs import INF, HighsLP
 from ..space import Space
 from .base import Mechanism
 from .certify import certify
-from .optimal import assemble_pmo, worst_case_lower_bound
+from .optimal import MAX_LOG_RATIO, assemble_pmo, worst_case_lower_bound
 from .result import SolveResult
 
 
@@ -92,11 +92,13 @@ def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "wor
     np.fill_diagonal(D, 0.0)
     t0 = time.perf_counter()
     S, Sd = greedy_spanner(D, delta)
+    keep = space.epsilon / delta * Sd <= MAX_LOG_RATIO   # see optimal.MAX_LOG_RATIO
+    S_lp, Sd_lp = S[keep], Sd[keep]
     t_span = time.perf_counter() - t0
     cost = space.cost if objective == "worst" else space.weighted_cost
     scale = float(cost.max()) if cost.size and cost.max() > 0 else 1.0
     t0 = time.perf_counter()
-    lp = assemble_pmo(cost / scale, S, Sd, space.epsilon / delta, objective)
+    lp = assemble_pmo(cost / scale, S_lp, Sd_lp, space.epsilon / delta, objective)
     t_asm = time.perf_counter() - t0
     model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
                     solver=solver, time_limit=time_limit, tolerance=tolerance)
