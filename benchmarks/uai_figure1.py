@@ -9,7 +9,7 @@ epsilon_tight is that of the estimated matrix capped at epsilon (they are epsilo
 analytically; outputs never drawn make the estimate look larger than the truth).
 Writes results/uai_figure1_{kind}_{n}.md/.json and a PNG.
 
-    python benchmarks/uai_figure1.py [--kind text|loc] [--n 50] [--draws 20000]
+    python benchmarks/uai_figure1.py [--kind text|loc] [--n 50] [--draws 20000] [--methods ...]
 """
 
 from __future__ import annotations
@@ -35,12 +35,15 @@ def main() -> None:
     ap.add_argument("--kind", default="text", choices=["text", "loc"])
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--draws", type=int, default=20000)
+    ap.add_argument("--methods", default=None, help="comma-separated subset (default: all that apply)")
     a = ap.parse_args()
     if not available(a.kind):
         print(f"skipped: the real data for {a.kind} is not in ../shared/data")
         return
     noise = "madlib" if a.kind == "text" else "laplace"
     methods = ["expmech", "constopt", "spanner", noise] + (["optmech"] if a.n <= 50 else [])
+    if a.methods:
+        methods = [m for m in a.methods.split(",") if m]
     rows, raw = [], []
     for eps in EPS_GRID[a.kind]:
         space = load(a.kind, a.n, eps)
