@@ -50,7 +50,7 @@ def main() -> None:
         base = baseline_rows(space)
         for m in methods:
             try:
-                res = run_method(space, m, solver="ipm", r=10, delta=2.0, draws=a.draws, seed=1)
+                res = run_method(space, m, r=10, delta=2.0, draws=a.draws, seed=1)
             except Exception as exc:  # recorded in the table, not hidden
                 rows.append([eps, m, None, None, None, None, f"failed: {type(exc).__name__}: {str(exc)[:80]}"])
                 print(rows[-1], flush=True)

@@ -22,6 +22,7 @@ from _common import write_table  # noqa: E402
 from uai_instances import available, load  # noqa: E402
 
 EPS = {"text": 8.0, "loc": 8.0}
+SOLVER = None   # each method's default; --solver overrides (the first published run used ipm)
 METHODS = {
     "constopt-r10": dict(method="constopt", r=10),
     "constopt-r5": dict(method="constopt", r=5),
@@ -30,7 +31,7 @@ METHODS = {
 }
 
 
-def _cell(q, kind: str, n: int, spec: dict) -> None:
+def _cell(q, kind: str, n: int, spec: dict, solver: str | None) -> None:
     from scaledp.mechanisms.run import run_method
 
     try:
@@ -38,7 +39,7 @@ def _cell(q, kind: str, n: int, spec: dict) -> None:
         t0 = time.perf_counter()
         spec = dict(spec)
         method = spec.pop("method")
-        res = run_method(space, method, solver="ipm", **spec)
+        res = run_method(space, method, solver=solver, **spec)
         secs = time.perf_counter() - t0
         st = res.stats
         q.put({"seconds": secs, "nonzeros": st.get("nonzeros"), "variables": st.get("variables"),
@@ -51,7 +52,7 @@ def _cell(q, kind: str, n: int, spec: dict) -> None:
 def run_cell(kind: str, n: int, spec: dict, cap: float) -> dict:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_cell, args=(q, kind, n, spec))
+    p = ctx.Process(target=_cell, args=(q, kind, n, spec, SOLVER))
     t0 = time.perf_counter()
     p.start()
     p.join(cap)
@@ -68,7 +69,11 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=1800.0)
     ap.add_argument("--kind", default="text", choices=["text", "loc"])
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--solver", default=None, choices=["simplex", "ipm"])
+    ap.add_argument("--out", default=None, help="result name (default uai_table2_KIND)")
     a = ap.parse_args()
+    global SOLVER
+    SOLVER = a.solver
     if not available(a.kind):
         print(f"skipped: the real data for {a.kind} is not in ../shared/data")
         return
@@ -105,12 +110,13 @@ def main() -> None:
             ratio = r["seconds"] / base["seconds"] if "seconds" in base and not base.get("timeout") else None
             rows.append([m, n, r["seconds"], r["nonzeros"], r["variables"], r["constraints"], r["worst_case_loss"],
                          ratio])
-    write_table(f"uai_table2_{a.kind}", f"Paper 002 Table 2 on {a.kind}: seconds and LP size (eps = {EPS[a.kind]})",
+    write_table(a.out or f"uai_table2_{a.kind}", f"Paper 002 Table 2 on {a.kind}: seconds and LP size (eps = {EPS[a.kind]})",
                 ["method", "n", "seconds", "non-zeros", "variables", "constraints", "worst-case loss",
                  "time / constopt-r10"], rows,
                 notes=[f"cap {a.cap:.0f} s per cell, each cell in a fresh process; after a timeout larger n are "
-                       "not tried", "ConstOPTMech times include the three lambdas {0.001, 0.1, 1.0} (first by IPM, "
-                       "the others warm-started or reused, see the docstring of constopt_mechanism) and "
+                       "not tried", f"solver: {a.solver or 'per-method default (constopt: dual simplex up to 8,000 variables, IPM above)'}",
+                       "ConstOPTMech times include the three lambdas {0.001, 0.1, 1.0} (the first solved "
+                       "from scratch, the others warm-started or reused, see the docstring of constopt_mechanism) and "
                        "certification", "SpannerMech and OPTMech use HiGHS IPM with crossover; OPTMech's LP "
                        "is after the exact implied-edge reduction", "paper (FastText, its machine): ConstOPTMech "
                        "(r=10) 234.6 s at n=400; SpannerMech > 1800 s at 400; OPTMech > 1800 s at 100"],

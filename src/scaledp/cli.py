@@ -77,7 +77,7 @@ def _parse_lambdas(text: str) -> list[float]:
     return vals
 
 
-def _run_method(space, method: str, solver: str, time_limit: float | None, reduce: bool,
+def _run_method(space, method: str, solver: str | None, time_limit: float | None, reduce: bool,
                 quiet: bool, **options: Any) -> SolveResult | MonteCarloResult:
     benders = {k: options.pop(k) for k in ("partition", "subsets", "gap", "max_iterations", "seed", "executor",
                                             "workers", "scheduler") if k in options}
@@ -107,8 +107,9 @@ def _run_method(space, method: str, solver: str, time_limit: float | None, reduc
 @click.option("--delta", type=float, default=2.0, show_default=True, help="spanner: stretch of the spanner")
 @click.option("--draws", type=int, default=2000, show_default=True,
               help="madlib/laplace: Monte Carlo draws per record for the loss estimates")
-@click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp"]), default="simplex", show_default=True,
-              help="HiGHS algorithm for LP methods")
+@click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp"]), default=None,
+              help="HiGHS algorithm for LP methods (default: dual simplex for lp/benders/optmech, "
+                   "by size for constopt, IPM for spanner)")
 @click.option("--time-limit", type=float, default=None, help="seconds")
 @click.option("--tolerance", type=float, default=1e-9, show_default=True,
               help="HiGHS feasibility tolerance (looser is faster; certification absorbs it, the gap shows it)")
@@ -284,7 +285,7 @@ def compare(dataset: str, cell: float, outputs: int | None, epsilon: float, eta:
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         rows = []
         for m in names:
-            res = _run_method(space, m, "simplex", time_limit, True, quiet=as_json, r=r, lambdas=lams, delta=delta,
+            res = _run_method(space, m, None, time_limit, True, quiet=as_json, r=r, lambdas=lams, delta=delta,
                               draws=draws, seed=seed, objective="expected")
             rows.append(compare_row(space, res, q=q, delta=tight_delta).as_dict())
         base = baseline_rows(space, q)

@@ -20,7 +20,7 @@ from .spanner import spanner_mechanism
 METHODS = ("lp", "benders", "expmech", "optmech", "constopt", "spanner", "madlib", "laplace")
 
 
-def run_method(space: Space, method: str, *, solver: str = "simplex", time_limit: float | None = None,
+def run_method(space: Space, method: str, *, solver: str | None = None, time_limit: float | None = None,
                tolerance: float = 1e-9, objective: str = "expected", reduce: bool = True, r: int = 10,
                lambdas: Sequence[float] = DEFAULT_LAMBDAS, delta: float = 2.0, draws: int = 2000,
                seed: int | None = None, progress: Callable[[str], None] | None = None,
@@ -30,10 +30,14 @@ def run_method(space: Space, method: str, *, solver: str = "simplex", time_limit
     lp / benders: paper 000's PMO (``objective`` 'expected' or 'worst' for lp); optmech: the
     worst-case LP of paper 002; constopt: ConstOPTMech (``r``, ``lambdas``); spanner:
     SpannerMech (``delta``); madlib / laplace: Monte Carlo estimates (``draws``); expmech.
+    ``solver=None`` takes each method's default (dual simplex for lp, benders and optmech;
+    'auto' for constopt; IPM for spanner).
     """
     V.choice("method", method, METHODS)
     if method == "expmech":
         return exponential_mechanism(space)
+    if method in ("lp", "benders", "optmech"):
+        solver = solver or "simplex"
     if method in ("lp", "benders"):
         opts = dict(benders or {}) if method == "benders" else {}
         return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce,
@@ -42,10 +46,10 @@ def run_method(space: Space, method: str, *, solver: str = "simplex", time_limit
         return solve_pmo(space, method="lp", solver=solver, time_limit=time_limit, reduce=reduce,
                          tolerance=tolerance, objective="worst", progress=progress)
     if method == "constopt":
-        return constopt_mechanism(space, r=r, lambdas=lambdas, solver="ipm" if solver == "simplex" else solver,
+        return constopt_mechanism(space, r=r, lambdas=lambdas, solver=solver or "auto",
                                   time_limit=time_limit, tolerance=tolerance, progress=progress)
     if method == "spanner":
-        return spanner_mechanism(space, delta=delta, solver="ipm" if solver == "simplex" else solver,
+        return spanner_mechanism(space, delta=delta, solver=solver or "ipm",
                                  time_limit=time_limit, tolerance=tolerance)
     return estimate_noise_mechanism(space, method, draws=draws, seed=seed)
 
