@@ -128,7 +128,8 @@ def _run_method(space, method: str, solver: str | None, time_limit: float | None
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="write the mechanism (.npz)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
 def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
-          objective: str, r: int, lambdas: str, delta: float, draws: int, solver: str, time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float,
+          objective: str, r: int, lambdas: str, delta: float, draws: int, solver: str | None,
+          time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float,
           max_iterations: int, workers: int, scheduler: str | None, plot_dir: str | None, no_reduce: bool,
           seed: int | None, out_path: str | None, as_json: bool) -> None:
     """Compute a certified mDP mechanism for a dataset."""
