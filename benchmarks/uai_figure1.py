@@ -48,6 +48,7 @@ def main() -> None:
     for eps in EPS_GRID[a.kind]:
         space = load(a.kind, a.n, eps)
         base = baseline_rows(space)
+        D = space.distance_rows()
         for m in methods:
             try:
                 res = run_method(space, m, r=10, delta=2.0, draws=a.draws, seed=1)
@@ -55,7 +56,7 @@ def main() -> None:
                 rows.append([eps, m, None, None, None, None, f"failed: {type(exc).__name__}: {str(exc)[:80]}"])
                 print(rows[-1], flush=True)
                 continue
-            c = compare_row(space, res).as_dict()
+            c = compare_row(space, res, distance=D).as_dict()
             c["epsilon"] = eps
             raw.append(c)
             rows.append([eps, m, c["epsilon_tight"], c["quantile_loss"], c["quantile_loss_se"], c["worst_case_loss"],

@@ -285,10 +285,11 @@ def compare(dataset: str, cell: float, outputs: int | None, epsilon: float, eta:
         lams = _parse_lambdas(lambdas)
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         rows = []
+        D = space.distance_rows()
         for m in names:
             res = _run_method(space, m, None, time_limit, True, quiet=as_json, r=r, lambdas=lams, delta=delta,
                               draws=draws, seed=seed, objective="expected")
-            rows.append(compare_row(space, res, q=q, delta=tight_delta).as_dict())
+            rows.append(compare_row(space, res, q=q, delta=tight_delta, distance=D).as_dict())
         base = baseline_rows(space, q)
     if as_json:
         click.echo(json.dumps({"instance": space.describe(), "rows": rows, **base}))

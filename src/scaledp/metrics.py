@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as V
+from .graph import MDPGraph
 from .space import Space
 
 
@@ -132,14 +133,8 @@ def packing_lower_bound(space: Space, epsilon: float | None = None, *, start: in
     eps = space.epsilon if epsilon is None else V.positive_float("epsilon", epsilon)
     N = space.n_records
     C = space.cost
-    if math.isinf(space.eta):
-        DG = space.distance_rows()
-    else:
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import shortest_path
-        e, dist = space.neighbor_pairs
-        DG = shortest_path(csr_matrix((dist, (e[:, 0], e[:, 1])), shape=(N, N)), directed=False)
     Drec = space.distance_rows()
+    DG = Drec if math.isinf(space.eta) else MDPGraph.from_space(space).path_distances()
     start = V.int_in_range("start", start, 0, N - 1)
     centers = [start]
     mind = Drec[start].copy()

@@ -65,20 +65,22 @@ def read_npy_words(npy: str | Path, words: str | Path | None = None) -> tuple[li
     return wl, vecs
 
 
+def _read_distinct(p: Path, words: str | Path | None) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Words, vectors, and the sorted indices of the first occurrence of each distinct vector."""
+    wl, vecs = read_word2vec_bin(p) if p.suffix == ".bin" else read_npy_words(p, words)
+    if not np.all(np.isfinite(vecs)):
+        raise ValueError(f"{p} contains NaN or inf vectors")
+    _, first = np.unique(vecs, axis=0, return_index=True)
+    return wl, vecs, np.sort(first)
+
+
 def embeddings(path: str | Path, n: int | None = None, seed: RNGLike = None,
                words: str | Path | None = None) -> Dataset:
     """Records = ``n`` words (a seeded sample; all when None) of an embedding file (``.npy``
     with a word list, or word2vec ``.bin``); Euclidean distance between vectors. Words whose
     vectors repeat an earlier word's are dropped (records must be distinct points)."""
     p = Path(path)
-    if p.suffix == ".bin":
-        wl, vecs = read_word2vec_bin(p)
-    else:
-        wl, vecs = read_npy_words(p, words)
-    if not np.all(np.isfinite(vecs)):
-        raise ValueError(f"{p} contains NaN or inf vectors")
-    _, first = np.unique(vecs, axis=0, return_index=True)
-    cand = np.sort(first)
+    wl, vecs, cand = _read_distinct(p, words)
     if n is None:
         chosen = cand
     else:
@@ -128,12 +130,7 @@ def clustered_embeddings(path: str | Path, n: int, *, seed: RNGLike = None, clos
     """A vocabulary of ``n`` words drawn from an embedding file with
     :func:`clustered_vocabulary` (duplicate vectors removed first)."""
     p = Path(path)
-    if p.suffix == ".bin":
-        wl, vecs = read_word2vec_bin(p)
-    else:
-        wl, vecs = read_npy_words(p, words)
-    _, first = np.unique(vecs, axis=0, return_index=True)
-    cand = np.sort(first)
+    wl, vecs, cand = _read_distinct(p, words)
     idx = cand[clustered_vocabulary(vecs[cand], n, close=close, seed=seed)]
     return Dataset(points=vecs[idx], metric="euclidean", name=f"clustered:{p.name}:{n}",
                    labels=tuple(wl[i] for i in idx))

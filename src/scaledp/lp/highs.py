@@ -164,11 +164,16 @@ class HighsLP:
         b = self.h.getBasis()
         return b if b.valid else None
 
+    def use_dual_simplex(self) -> None:
+        """Make the next solves dual simplex, the algorithm that hot-starts from a basis (after
+        added rows, or after an IPM solve with crossover)."""
+        self.h.setOptionValue("solver", "simplex")
+        self.h.setOptionValue("simplex_strategy", 1)
+
     def set_basis(self, basis: object) -> bool:
         """Start the next solve from ``basis`` (from a model with the same shape); switches the
         solver to dual simplex, which is what can use it. Returns False if HiGHS refused it."""
-        self.h.setOptionValue("solver", "simplex")
-        self.h.setOptionValue("simplex_strategy", 1)
+        self.use_dual_simplex()
         # devex pricing: dual steepest edge would first compute a weight per row (one solve
         # with the basis each), which on a 58k-row model costs more than the few iterations
         self.h.setOptionValue("simplex_dual_edge_weight_strategy", 1)

@@ -64,7 +64,7 @@ from ..lp.highs import INF, SOLVERS, HighsLP
 from ..space import Space
 from .base import Mechanism
 from .certify import certify
-from .exponential import exponential_matrix, output_distances
+from .exponential import exponential_mechanism, output_distances
 from .optimal import MAX_LOG_RATIO
 from .result import SolveResult
 
@@ -81,22 +81,8 @@ class LPTimeLimitError(RuntimeError):
 def weighted_exponential_mechanism(space: Space, weights: np.ndarray) -> SolveResult:
     """ExpMech_Y of Proposition 1: ``Pr[w_i -> w_j] ~ Y_j exp(-eps d(w_i, w_j) / 2)``, which is
     epsilon-mDP for any positive weights (numerator and normaliser ratios are each at most
-    ``exp(eps d / 2)``). Certified exactly like every other matrix."""
-    t0 = time.perf_counter()
-    w = V.finite_array("weights", weights, ndim=1)
-    if w.shape != (space.n_outputs,):
-        raise ValueError(f"weights must have one entry per output ({space.n_outputs}), got shape {w.shape}")
-    Z = exponential_matrix(output_distances(space), space.epsilon, w)
-    edges, dist = space.neighbor_pairs
-    Zc, cert = certify(Z, space.epsilon, edges, dist)
-    mech = Mechanism(Zc, space.epsilon, edges, dist, output_records=space.output_records, cost=space.cost,
-                     prior=space.prior, metadata={"method": "weighted-expmech", "eta": space.eta,
-                                                  "instance": space.name, "certify_mixing": cert.mixing})
-    return SolveResult(mechanism=mech, method="weighted-expmech", status="heuristic",
-                       upper_bound=worst_case_loss(Zc, space.cost), lower_bound=None, gap=None,
-                       timings={"total": time.perf_counter() - t0}, objective="worst",
-                       stats={"n_records": space.n_records, "n_outputs": space.n_outputs,
-                              "certify_mixing": cert.mixing})
+    ``exp(eps d / 2)``). Certified exactly like every other matrix; reports the worst-case loss."""
+    return exponential_mechanism(space, weights, objective="worst")
 
 
 # ------------------------------------------------------------------ the LP
@@ -129,16 +115,14 @@ class ConstOptLP:
         return len(self.c)
 
 
-def _record_distances(space: Space) -> np.ndarray:
-    return space.distance_rows()
-
-
-def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *,
-                      free: np.ndarray | None = None) -> ConstOptLP:
-    """Assemble the ConstOPTMech LP at privacy level ``eps_lp`` (Algorithm 1 uses epsilon/2)."""
+def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *, free: np.ndarray | None = None,
+                      D: np.ndarray | None = None, d_rec: np.ndarray | None = None) -> ConstOptLP:
+    """Assemble the ConstOPTMech LP at privacy level ``eps_lp`` (Algorithm 1 uses epsilon/2).
+    ``D`` (record to output) and ``d_rec`` (record to record) distances may be passed in when
+    several LPs of one space are assembled."""
     N, K = space.n_records, space.n_outputs
-    D = output_distances(space)                      # (N, K) record -> output
-    d_rec = _record_distances(space)                 # (N, N) record -> record
+    D = output_distances(space) if D is None else D          # (N, K) record -> output
+    d_rec = space.distance_rows() if d_rec is None else d_rec  # (N, N) record -> record
     nbr = d_rec <= space.eta
     np.fill_diagonal(nbr, False)
     F = nearest_outputs(D, r) if free is None else free
@@ -248,7 +232,7 @@ def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *,
                       shape=(n_row, n_vars))
     c = np.zeros(n_vars)
     c[ik] = 1.0
-    sizes = [int(np.count_nonzero(is_free[:, w])) for w in range(K)]
+    sizes = is_free.sum(axis=0).tolist()
     counts = {
         "variables": n_vars, "constraints": n_row, "nonzeros": int(A.nnz),
         "free_entries": nf, "kind2_rows": n_kind2, "kind3_rows": n_kind3,
@@ -262,12 +246,13 @@ def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *,
                       free_cols=fc, n_outputs=K, counts=counts)
 
 
-def _raw_matrix(lp: ConstOptLP, x: np.ndarray, space: Space, eps_lp: float) -> np.ndarray:
-    """The LP's M (before normalisation): free entries from x, the others Y[w] a[u, w]."""
-    K = space.n_outputs
+def _raw_matrix(lp: ConstOptLP, x: np.ndarray, D: np.ndarray, eps_lp: float) -> np.ndarray:
+    """The LP's M (before normalisation): free entries from x, the others Y[w] a[u, w], with
+    ``D`` the record-to-output distances."""
+    K = lp.n_outputs
     nf = len(lp.free_rows)
     Y = np.maximum(x[nf:nf + K], 0.0)
-    M = Y[None, :] * np.exp(-eps_lp * output_distances(space))
+    M = Y[None, :] * np.exp(-eps_lp * D)
     M[lp.free_rows, lp.free_cols] = np.maximum(x[:nf], 0.0)
     return M
 
@@ -303,8 +288,7 @@ def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: 
             break
         have[new] = True
         order.extend(new.tolist())
-        model.set_option("solver", "simplex")
-        model.set_option("simplex_strategy", 1)
+        model.use_dual_simplex()
         if time_limit is not None:
             model.set_option("time_limit", max(1e-3, time_limit - (time.perf_counter() - t0)))
         model.add_rows(A3[new], lp.row_lower[k2 + new], lp.row_upper[k2 + new])
@@ -324,8 +308,8 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
         solver, tolerance: HiGHS settings for the first LP of the sweep. 'auto' picks dual
             simplex up to 8,000 variables (n = 400, r = 10 is 4,401: 6 s against IPM's 8 s; on
             Helsinki POIs at eps 32/km, n = 200, 4 s against 105 s, where the exp(eps d) range
-            slows IPM down) and IPM with crossover above (n = 1,000: dual simplex needed 323 s,
-            IPM about 150 s).
+            slows IPM down) and IPM with crossover above (n = 1,000: dual simplex needed 323 s
+            for the first LP alone; the whole sweep with IPM took 207 s).
         warm_start: solve the other lambdas by dual simplex from the previous optimal basis.
         time_limit: seconds for the whole sweep; if an LP hits it, :class:`LPTimeLimitError`
             is raised and no mechanism is returned.
@@ -349,12 +333,14 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
     t_start = time.perf_counter()
     eps_lp = space.epsilon / 2.0
     edges, dist = space.neighbor_pairs
-    free = nearest_outputs(output_distances(space), r)
+    D = output_distances(space)
+    d_rec = space.distance_rows()
+    free = nearest_outputs(D, r)
     best: tuple[float, np.ndarray, float] | None = None
     sweep = []
     t_asm = t_solve = 0.0
     counts: dict[str, int] = {}
-    prev: tuple[float, np.ndarray, np.ndarray, Any] | None = None   # (lambda, x, row sums, basis)
+    prev: tuple[float, float, Any] | None = None   # (lambda, largest row sum, basis) of the last LP
     # Lambdas in increasing order. If the optimum for lambda has every row summing to exactly 1,
     # it is optimal for every larger lambda too (the penalty of any other feasible M only grows
     # with lambda, and is 0 for this one), so it is reused. Otherwise the next LP, which differs
@@ -363,16 +349,15 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
     first_seconds = None
     active: list[int] = []
     for lam in sorted(lams):
-        if prev is not None and float(np.max(prev[2])) - 1.0 <= 1e-9:
-            x = prev[1]
+        if prev is not None and prev[1] - 1.0 <= 1e-9:
             sweep.append({"lambda": lam, "worst_case_loss": sweep[-1]["worst_case_loss"],
-                          "lp_objective": sweep[-1]["lp_objective"], "seconds": 0.0, "iterations": 0,
+                          "lp_objective": sweep[-1]["lp_objective"], "iterations": 0,
                           "reused": f"rows of the lambda={prev[0]} optimum sum to 1"})
             say(f"lambda={lam}: the lambda={prev[0]} optimum has stochastic rows, so it is optimal here too")
-            prev = (lam, x, prev[2], prev[3])
+            prev = (lam, prev[1], prev[2])
             continue
         t0 = time.perf_counter()
-        lp = assemble_constopt(space, r, lam, eps_lp, free=free)
+        lp = assemble_constopt(space, r, lam, eps_lp, free=free, D=D, d_rec=d_rec)
         t_asm += time.perf_counter() - t0
         counts = lp.counts
         remaining = None
@@ -381,14 +366,14 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
             if remaining <= 0:
                 raise LPTimeLimitError(f"ConstOPTMech: time limit of {time_limit} s reached before lambda={lam}")
         sol = None
-        warm = prev is not None and prev[3] is not None and warm_start
+        warm = prev is not None and prev[2] is not None and warm_start
         if warm:
             cap = max(10.0, 0.5 * (first_seconds or 0.0))
             cap = cap if remaining is None else min(cap, remaining)
             say(f"lambda={lam}: warm start from lambda={prev[0]} (cap {cap:.0f} s)")
             t0 = time.perf_counter()
             sol, model, active = _solve_rowgen(lp, solver="simplex", tolerance=tolerance, time_limit=cap,
-                                               basis=prev[3], active=active)
+                                               basis=prev[2], active=active)
             t_solve += time.perf_counter() - t0
             if sol.status != "optimal":
                 say(f"lambda={lam}: warm start stopped ({sol.status}); solving afresh")
@@ -408,7 +393,7 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
                 raise LPTimeLimitError(f"ConstOPTMech LP (lambda={lam}) hit the time limit of {time_limit} s; "
                                        "no mechanism is returned")
             raise RuntimeError(f"ConstOPTMech LP (lambda={lam}) ended with HiGHS status {sol.status!r}")
-        M = _raw_matrix(lp, sol.x, space, eps_lp)
+        M = _raw_matrix(lp, sol.x, D, eps_lp)
         rowsum = M.sum(axis=1)
         if np.any(rowsum <= 0):
             raise RuntimeError("ConstOPTMech LP returned a row of zeros (solver failure)")
@@ -419,7 +404,7 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
         say(f"lambda={lam}: worst-case loss {loss:.6g} ({len(active)} free-free rows were needed)")
         if best is None or loss < best[0]:
             best = (loss, H, lam)
-        prev = (lam, sol.x, rowsum, model.get_basis())
+        prev = (lam, float(rowsum.max()), model.get_basis())
     assert best is not None
     _, H, lam = best
     t0 = time.perf_counter()

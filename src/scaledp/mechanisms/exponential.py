@@ -16,6 +16,8 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
+from .. import _validate as V
+from ..audit import worst_case_loss
 from ..space import Space, pairwise
 from .base import Mechanism
 from .certify import certify
@@ -45,18 +47,28 @@ def exponential_matrix(dist: np.ndarray, epsilon: float, weights: np.ndarray | N
     return np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
 
 
-def exponential_mechanism(space: Space) -> SolveResult:
-    """ExpMech for ``space`` at its epsilon, certified on every neighbouring pair."""
+def exponential_mechanism(space: Space, weights: np.ndarray | None = None, *,
+                          objective: str = "expected") -> SolveResult:
+    """ExpMech for ``space`` at its epsilon (with ``weights``: the weighted ExpMech_Y of paper
+    002, Proposition 1), certified on every neighbouring pair. ``objective`` chooses which loss
+    is reported as ``upper_bound``: 'expected' or 'worst'."""
     t0 = time.perf_counter()
-    Z = exponential_matrix(output_distances(space), space.epsilon)
+    V.choice("objective", objective, ("expected", "worst"))
+    method = "expmech"
+    if weights is not None:
+        method = "weighted-expmech"
+        weights = V.finite_array("weights", weights, ndim=1)
+        if weights.shape != (space.n_outputs,):
+            raise ValueError(f"weights must have one entry per output ({space.n_outputs}), got shape {weights.shape}")
+    Z = exponential_matrix(output_distances(space), space.epsilon, weights)
     edges, dist = space.neighbor_pairs
     Zc, cert = certify(Z, space.epsilon, edges, dist)
     mech = Mechanism(Zc, space.epsilon, edges, dist, output_records=space.output_records, cost=space.cost,
-                     prior=space.prior, metadata={"method": "expmech", "eta": space.eta, "instance": space.name,
+                     prior=space.prior, metadata={"method": method, "eta": space.eta, "instance": space.name,
                                                   "certify_mixing": cert.mixing})
-    ub = mech.expected_loss()
-    return SolveResult(mechanism=mech, method="expmech", status="heuristic", upper_bound=ub, lower_bound=None,
-                       gap=None, timings={"total": time.perf_counter() - t0},
+    ub = mech.expected_loss() if objective == "expected" else worst_case_loss(Zc, space.cost)
+    return SolveResult(mechanism=mech, method=method, status="heuristic", upper_bound=ub, lower_bound=None,
+                       gap=None, timings={"total": time.perf_counter() - t0}, objective=objective,
                        stats={"n_records": space.n_records, "n_outputs": space.n_outputs,
                               "certify_mixing": cert.mixing, "constraints_before": None,
                               "constraints_after": None})

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _validate as V
 from ..audit import expected_loss, quantile_loss, uniform_loss, worst_case_loss
+from ..metrics import epsilon_tight, packing_lower_bound
 from ..space import Space
 from .constopt import DEFAULT_LAMBDAS, constopt_mechanism
 from .exponential import exponential_mechanism
@@ -75,11 +76,10 @@ class Comparison:
 
 
 def compare_row(space: Space, res: SolveResult | MonteCarloResult, *, q: float = 0.95,
-                delta: float = 1e-3) -> Comparison:
-    """Sizes, time, epsilon_tight (all pairs), L_q, worst-case and expected loss of one result."""
-    from ..metrics import epsilon_tight
-
-    D = space.distance_rows()
+                delta: float = 1e-3, distance: np.ndarray | None = None) -> Comparison:
+    """Sizes, time, epsilon_tight (all pairs), L_q, worst-case and expected loss of one result.
+    ``distance`` (the record distance matrix) may be passed when comparing several results."""
+    D = space.distance_rows() if distance is None else distance
     if isinstance(res, MonteCarloResult):
         # the true mechanism is epsilon-mDP (analytic), so its epsilon_tight is at most epsilon;
         # the estimate from sampled frequencies can exceed that only through sampling noise
@@ -99,8 +99,6 @@ def compare_row(space: Space, res: SolveResult | MonteCarloResult, *, q: float =
 
 def baseline_rows(space: Space, q: float = 0.95) -> dict[str, float]:
     """The uniform-output loss and the packing lower bound on the worst-case loss."""
-    from ..metrics import packing_lower_bound
-
     uni = np.asarray(space.cost).mean(axis=1)
     return {"uniform_quantile_loss": float(np.quantile(uni, q)), "uniform_expected_loss": uniform_loss(space.cost,
                                                                                                       space.prior),

@@ -18,7 +18,6 @@ Graph distances are kept in a dense matrix updated in O(N^2) per added edge, whi
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -29,6 +28,7 @@ from ..lp.highs import INF, HighsLP
 from ..space import Space
 from .base import Mechanism
 from .certify import certify
+from .constopt import LPTimeLimitError
 from .optimal import MAX_LOG_RATIO, assemble_pmo, worst_case_lower_bound
 from .result import SolveResult
 
@@ -75,9 +75,9 @@ def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "wor
         objective: 'worst' (paper 002's loss, default, comparable with OPTMech) or 'expected'
             (Bordenabe et al.'s prior-weighted loss).
     """
-    delta = float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else delta
-    if not isinstance(delta, float) or not math.isfinite(delta) or delta < 1.0:
-        raise ValueError(f"delta must be a finite number >= 1 (the spanner stretch), got {delta!r}")
+    delta = V.positive_float("delta", delta)
+    if delta < 1.0:
+        raise ValueError(f"delta must be >= 1 (the spanner stretch), got {delta!r}")
     V.choice("objective", objective, ("worst", "expected"))
     if time_limit is not None:
         V.positive_float("time_limit", time_limit, allow_inf=True)
@@ -105,7 +105,6 @@ def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "wor
     sol = model.solve()
     if sol.status != "optimal" or sol.x is None:
         if sol.status == "time_limit":
-            from .constopt import LPTimeLimitError
             raise LPTimeLimitError(f"SpannerMech LP hit the time limit of {time_limit} s; no mechanism is returned")
         raise RuntimeError(f"SpannerMech LP ended with HiGHS status {sol.status!r}")
     Z = sol.x[:N * K].reshape(N, K)

@@ -13,6 +13,7 @@ the node would then exceed the total. Nothing can be overspent, not even by roun
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -61,7 +62,7 @@ class BudgetNode:
         """Budget still available for a charge on this node (rounded down to a float)."""
         r = self.budget.total - self.path_spent() - self._below()
         f = float(r)
-        return f if Fraction(f) <= r else float(f - abs(f) * 2.0 ** -52)
+        return f if Fraction(f) <= r else math.nextafter(f, -math.inf)
 
     def charge(self, epsilon: float, what: str = "") -> float:
         """Record a release of cost ``epsilon`` about this block; refuse it if it would overspend."""
