@@ -10,7 +10,7 @@ from scipy.stats import chisquare
 from scaledp import Mechanism, verify
 from scaledp.audit import audit_file
 from scaledp.mechanisms import exponential_mechanism, solve_pmo
-from scaledp.mechanisms.constopt import constopt_mechanism
+from scaledp.mechanisms.constopt import constopt_mechanism, weighted_exponential_mechanism
 from scaledp.mechanisms.optimal import optmech
 from scaledp.mechanisms.spanner import spanner_mechanism
 
@@ -26,6 +26,7 @@ MECHANISMS = {
     "expmech": exponential_mechanism,
     "optmech": optmech,
     "constopt-r3": lambda s: constopt_mechanism(s, r=3),
+    "weighted-expmech": lambda s: weighted_exponential_mechanism(s, np.linspace(1.0, 3.0, s.n_outputs)),
     "spanner-d2": lambda s: spanner_mechanism(s, delta=2.0),
 }
 
