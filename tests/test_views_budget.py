@@ -59,7 +59,7 @@ def test_random_trees_never_overspend(seed, total):
     assert worst == b.spent()
     for n in nodes:
         assert n.remaining() >= 0
-        assert Fraction(n.remaining()) + n.path_spent() + n._below() <= Fraction(total)
+        assert Fraction(n.remaining()) + n.path_spent() + n.below() <= Fraction(total)
 
 
 def test_rounding_cannot_overspend():

@@ -78,6 +78,70 @@ class Domain:
             out = [str(v) for v in self.values]  # type: ignore[union-attr]
         return out + ([OVERFLOW] if self.overflow else [])
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description (categorical values are written as strings)."""
+        if self.is_numeric:
+            return {"name": self.name, "low": self.low, "high": self.high, "bins": self.bins, "overflow": self.overflow}
+        return {"name": self.name, "values": [v if isinstance(v, (int, float, bool)) else str(v) for v in self.values],
+                "overflow": self.overflow}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "Domain":
+        """Inverse of :meth:`to_dict` (also reads a user's domain file entry; ``name`` may be given)."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a domain must be a mapping with 'values' or 'low'/'high', got {d!r}")
+        name = str(d.get("name", ""))
+        if "values" in d:
+            base = Domain.categorical(name, d["values"])
+        elif "low" in d and "high" in d:
+            base = Domain.numeric(name, d["low"], d["high"], d.get("bins", MAX_BINS))
+        else:
+            raise ValueError(f"domain of column {name!r} needs 'values' or 'low' and 'high'")
+        if d.get("overflow", False):
+            base = Domain(base.name, base.values, base.low, base.high, base.bins, overflow=True)
+        return base
+
+    def code_range(self, spec: str) -> list[tuple[int, int]]:
+        """Half-open code intervals selected by ``spec``: ``a..b`` (numeric: the bins meeting
+        [a, b]; either end may be omitted), a single number, or comma-separated categorical
+        values. An empty selection is an error."""
+        spec = spec.strip()
+        if not spec:
+            raise ValueError(f"column {self.name!r}: empty range")
+        if self.is_numeric:
+            lo, hi, b = float(self.low), float(self.high), int(self.bins)  # type: ignore[arg-type]
+            if ".." in spec:
+                a_s, b_s = spec.split("..", 1)
+                a = float(a_s) if a_s.strip() else lo
+                z = float(b_s) if b_s.strip() else hi
+            else:
+                a = z = float(spec)
+            if not (math.isfinite(a) and math.isfinite(z)) or a > z:
+                raise ValueError(f"column {self.name!r}: empty range {spec!r}")
+            a, z = max(a, lo), min(z, hi)
+            if a > z:
+                raise ValueError(f"column {self.name!r}: range {spec!r} lies outside the domain [{lo:g}, {hi:g}]")
+            first = min(b - 1, int(math.floor((a - lo) / (hi - lo) * b)))
+            last = min(b - 1, int(math.floor((z - lo) / (hi - lo) * b)))
+            return [(first, last + 1)]
+        labels = [str(v) for v in self.values]  # type: ignore[union-attr]
+        codes = []
+        for tok in spec.split(","):
+            tok = tok.strip()
+            if tok == OVERFLOW and self.overflow:
+                codes.append(self.size - 1)
+                continue
+            if tok not in labels:
+                raise ValueError(f"column {self.name!r}: unknown value {tok!r} (values: {labels})")
+            codes.append(labels.index(tok))
+        codes = sorted(set(codes))
+        runs, start = [], codes[0]
+        for prev, cur in zip(codes, codes[1:] + [None]):
+            if cur != prev + 1:
+                runs.append((start, prev + 1))
+                start = cur
+        return runs
+
     def encode(self, col: pd.Series) -> np.ndarray:
         """Codes 0..size-1, with -1 where the value lies outside the declared domain."""
         if self.is_numeric:

@@ -1,0 +1,192 @@
+"""The competitors of RIPOST in paper 004: Identity, PrivTree and HDPView.
+
+* **Identity** (Dwork 2006): Laplace(1/eps) on every cell of the full tensor. Cells are
+  disjoint, so the whole release costs ``eps`` (parallel composition). The domain has to be
+  materialised; above ``max_cells`` it is refused with a clear error.
+* **PrivTree** (Zhang, Xiao, Xie, SIGMOD 2016), with its biased convergence condition: a node
+  at depth ``h`` with count ``c`` is split when
+  ``max(theta - delta, c - h delta) + Lap(lambda) > theta``, with fanout ``b = 2``,
+  ``lambda = (2b - 1)/(b - 1) / eps_tree = 3 / eps_tree`` and ``delta = lambda ln b``. The
+  paper's theorem bounds the cost of the *whole* tree by ``eps_tree`` whatever its depth, so
+  the tree is charged once, at the root; leaves get ``Lap(1/eps_leaf)``. Splits halve every
+  axis that can still be cut (fanout ``b = 2^d``; halving
+  every axis at once, as the HDPView and RIPOST comparisons ran it, is the default
+  ``fanout='all'``; ``fanout='binary'`` halves one axis at a time, round-robin, which suits
+  many columns better). ``eps_tree = eps_leaf = eps / 2`` as in PrivTree.
+* **HDPView** (Kato et al., PVLDB 2022): recursive bisection. Cuts are chosen by the
+  exponential mechanism on ``-(AE_L + AE_R)`` over every (axis, position), with sensitivity
+  ``2 (2 - 2/|B|)`` and ``eps_cut = (1 - gamma) eps_r / kappa`` per level for the first
+  ``kappa = ceil(beta log2 |domain|)`` levels, then uniformly at random. Convergence is
+  PrivTree's biased test on AE: ``max(AE - h delta, theta + 2 - delta) + Lap(lambda) <= theta``
+  with ``lambda = ((2a - 1)/(a - 1) + 1) 2 / (gamma eps_r)``, ``delta = lambda ln a``,
+  ``theta = 1/eps_p``; it is charged once at the root (``gamma eps_r``), like PrivTree's.
+  Defaults are the published ones: ``eps_r = 0.9 eps``, ``a = 1.6``, ``beta = 1.2``,
+  ``gamma = 0.9``; leaves get ``Lap(1/eps_p)``, ``eps_p = eps - eps_r``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import _validate as V
+from ..randomness import RNGLike, as_generator, uniforms
+from .blocks import aggregation_error, cut_scores
+from .budget import PrivacyBudget
+from .noise import exponential_choice, laplace
+from .ripost import Block, ledger_totals, perturb_leaves, split_block
+from .tensor import CountTensor
+from .view import BlockView, DenseView
+
+MAX_IDENTITY_CELLS = 20_000_000
+
+
+def identity(tensor: CountTensor, epsilon: float = 0.1, max_cells: int = MAX_IDENTITY_CELLS,
+             rng: RNGLike = None) -> DenseView:
+    """Laplace(1/eps) on every cell (the tensor is materialised; refused above ``max_cells``)."""
+    eps = V.positive_float("epsilon", epsilon)
+    cells = tensor.domain_size
+    if cells > max_cells:
+        raise ValueError(f"Identity must materialise all {cells:.3g} cells of the domain, above max_cells="
+                         f"{max_cells:,}; use fewer or coarser columns, or a decomposition method")
+    gen = None if rng is None else as_generator(rng)
+    budget = PrivacyBudget(eps)
+    budget.root.charge(eps, "identity: every cell (disjoint cells, parallel)")
+    dense = np.zeros(tensor.shape)
+    dense[tuple(tensor.coords.T)] = tensor.counts
+    dense += laplace(1.0 / eps, dense.size, gen).reshape(dense.shape)
+    return DenseView(tensor.domains, dense, "identity", eps, float(budget.spent()), {}, ledger_totals(budget))
+
+
+def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fanout: str = "all",
+             rng: RNGLike = None) -> BlockView:
+    """PrivTree (see the module docstring). ``fanout='all'`` halves every axis that can still be
+    cut (the quadtree generalisation of the original, used in the RIPOST and HDPView
+    comparisons; beta = 2^d); ``'binary'`` halves one axis at a time, round-robin (beta = 2)."""
+    eps = V.positive_float("epsilon", epsilon)
+    th = float(theta)
+    V.choice("fanout", fanout, ("all", "binary"))
+    gen = None if rng is None else as_generator(rng)
+    eps_tree = eps_leaf = eps / 2
+    coords, counts = tensor.coords, tensor.counts.astype(np.float64)
+    shape = np.asarray(tensor.shape, dtype=np.int64)
+    d = shape.size
+    fan = 2 ** int(np.sum(shape > 1)) if fanout == "all" else 2
+    fan = max(fan, 2)
+    # The privacy proof (Zhang et al., Thm. 3.1) bounds one root-to-leaf path; beta enters only
+    # through delta = lambda ln beta, so nodes with fewer children than beta are covered too.
+    lam = (2 * fan - 1) / (fan - 1) / eps_tree
+    delta = lam * math.log(fan)
+    budget = PrivacyBudget(eps)
+    budget.root.charge(eps_tree, "privtree: biased-convergence tree (whole tree, Zhang et al. Thm. 3.1)")
+    t0 = time.perf_counter()
+    stack = [(Block(np.zeros_like(shape), shape.copy(), np.arange(counts.size), budget.root, 0), -1)]
+    leaves = []
+    while stack:
+        b, last_axis = stack.pop()
+        c = float(counts[b.idx].sum())
+        biased = max(th - delta, c - b.depth * delta)
+        noisy = biased + float(laplace(lam, 1, gen)[0])
+        sides = b.hi - b.lo
+        if noisy <= th or np.all(sides <= 1):
+            leaves.append(b)
+            continue
+        if fanout == "binary":
+            axis = next(a % d for a in range(last_axis + 1, last_axis + 1 + d) if sides[a % d] > 1)
+            pos = int(b.lo[axis] + (sides[axis] + 1) // 2)
+            left, right = split_block(b, axis, pos, coords)
+            stack.extend([(left, axis), (right, axis)])
+            continue
+        for child in _halve_all(b, coords):
+            stack.append((child, -1))
+    values = perturb_leaves(leaves, counts, eps_leaf, gen)
+    lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, shape.size)
+    hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, shape.size)
+    params = {"theta": th, "fanout": fanout, "beta": fan, "lambda": lam, "delta": delta,
+              "stats": {"blocks": len(leaves), "seconds": time.perf_counter() - t0}}
+    return BlockView(tensor.domains, lo, hi, values, "privtree", eps, float(budget.spent()), params,
+                     ledger_totals(budget))
+
+
+def _halve_all(b: Block, coords: np.ndarray) -> list[Block]:
+    """The 2^k children of ``b`` obtained by halving each of its k cuttable axes."""
+    sides = b.hi - b.lo
+    axes = np.flatnonzero(sides > 1)
+    mids = b.lo[axes] + (sides[axes] + 1) // 2
+    bits = (coords[b.idx][:, axes] >= mids[None, :]).astype(np.int64)
+    code = bits @ (1 << np.arange(axes.size, dtype=np.int64))
+    order = np.argsort(code, kind="stable")
+    bounds = np.searchsorted(code[order], np.arange((1 << axes.size) + 1))
+    out = []
+    for c in range(1 << axes.size):
+        lo, hi = b.lo.copy(), b.hi.copy()
+        for j, a in enumerate(axes):
+            if (c >> j) & 1:
+                lo[a] = mids[j]
+            else:
+                hi[a] = mids[j]
+        out.append(Block(lo, hi, b.idx[order[bounds[c]:bounds[c + 1]]], b.node.child(), b.depth + 1))
+    return out
+
+
+def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: float = 1.6, beta: float = 1.2,
+            gamma: float = 0.9, theta: float | None = None, rng: RNGLike = None) -> BlockView:
+    """HDPView with its published defaults (see the module docstring)."""
+    eps = V.positive_float("epsilon", epsilon)
+    r = V.open_unit("ratio", ratio)
+    g = V.open_unit("gamma", gamma)
+    a = float(a)
+    if not a > 1:
+        raise ValueError(f"a (the bias fanout) must be > 1, got {a}")
+    bt = V.positive_float("beta", beta)
+    gen = None if rng is None else as_generator(rng)
+    eps_r, eps_p = eps * r, eps * (1 - r)
+    th = 1.0 / eps_p if theta is None else float(theta)
+    n_cells = float(tensor.domain_size)
+    kappa = max(1, int(math.ceil(math.log2(max(n_cells, 2.0)) * bt)))
+    eps_cut = (1 - g) * eps_r / kappa
+    lam = ((2 * a - 1) / (a - 1) + 1) * (2 / (g * eps_r))
+    delta = lam * math.log(a)
+    budget = PrivacyBudget(eps)
+    budget.root.charge(g * eps_r, "hdpview: random convergence (whole tree, PrivTree-style bias)")
+    coords, counts = tensor.coords, tensor.counts.astype(np.float64)
+    shape = np.asarray(tensor.shape, dtype=np.int64)
+    t0 = time.perf_counter()
+    root = Block(np.zeros_like(shape), shape.copy(), np.arange(counts.size), budget.root, 0)
+    leaves: list[Block] = []
+    stack = [root] if root.cells() > 1 else []
+    if not stack:
+        leaves.append(root)
+    while stack:
+        b = stack.pop()
+        x = counts[b.idx]
+        if b.depth < kappa:
+            axes, poss, scores = cut_scores(coords[b.idx], x, b.lo, b.hi, "ae")
+            sens = 2.0 * (2.0 - 2.0 / b.cells())
+            i = exponential_choice(scores, sens, eps_cut, b.node, "hdpview cut", gen)
+            axis, pos = int(axes[i]), int(poss[i])
+        else:
+            sides = b.hi - b.lo
+            cand = np.flatnonzero(sides > 1)
+            u = uniforms(2, gen)                        # data-independent: costs nothing
+            axis = int(cand[min(int(u[0] * cand.size), cand.size - 1)])
+            pos = int(b.lo[axis] + 1 + min(int(u[1] * (sides[axis] - 1)), sides[axis] - 2))
+        for child in split_block(b, axis, pos, coords):
+            if child.cells() <= 1:
+                leaves.append(child)
+                continue
+            ae = aggregation_error(counts[child.idx], child.cells())
+            biased = max(ae - delta * child.depth, th + 2 - delta)
+            if biased + float(laplace(lam, 1, gen)[0]) <= th:
+                leaves.append(child)
+            else:
+                stack.append(child)
+    values = perturb_leaves(leaves, counts, eps_p, gen)
+    lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, shape.size)
+    hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, shape.size)
+    params = {"ratio": r, "a": a, "beta": bt, "gamma": g, "theta": th, "kappa": kappa, "lambda": lam,
+              "delta": delta, "stats": {"blocks": len(leaves), "seconds": time.perf_counter() - t0}}
+    return BlockView(tensor.domains, lo, hi, values, "hdpview", eps, float(budget.spent()), params,
+                     ledger_totals(budget))

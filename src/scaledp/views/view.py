@@ -1,0 +1,266 @@
+"""Private views and the range count queries they answer (paper 004, sections 3-4).
+
+A :class:`BlockView` is the published result of a decomposition: disjoint hyper-rectangular
+leaves ``[lo, hi)`` covering the domain, each with a noisy count. A range query is answered by
+spreading each leaf's count uniformly over its cells: the answer is the sum over leaves of
+(overlap volume / leaf volume) x noisy count (the paper's A(Q)). Only the leaves and the public
+domains are stored; nothing about the records is kept beyond the DP outputs, so save/load is a
+plain JSON file.
+
+A :class:`Workload` is a list of boxes (half-open code ranges on every axis; an axis the query
+does not name is whole). A query whose categorical selection is not contiguous becomes several
+disjoint boxes with the same ``owner``; answers are summed per owner.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import _validate as V
+from ..randomness import RNGLike, as_generator
+from .tensor import CountTensor, Domain
+
+FORMAT = "scaledp-view/1"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Boxes ``[lo, hi)`` (``q x d`` integer arrays) over a tensor's axes; box ``i`` belongs to
+    query ``owner[i]`` (``n_queries`` in all)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    owner: np.ndarray
+    n_queries: int
+    text: tuple[str, ...] = ()
+
+    @staticmethod
+    def random(shape: Sequence[int], n: int = 3000, columns: int = 2, rng: RNGLike = None) -> "Workload":
+        """``n`` random range queries, each over ``columns`` axes chosen uniformly among the
+        combinations; on each chosen axis the width is uniform in 1..size and the start uniform
+        among the positions where it fits (the HDPView/RIPOST random range workloads)."""
+        shp = np.asarray([V.int_in_range("axis size", s, 1) for s in shape], dtype=np.int64)
+        n = V.int_in_range("n", n, 1)
+        k = V.int_in_range("columns", columns, 1, len(shp))
+        g = as_generator(rng)
+        combos = list(itertools.combinations(range(len(shp)), k))
+        lo = np.zeros((n, len(shp)), dtype=np.int64)
+        hi = np.broadcast_to(shp, (n, len(shp))).copy()
+        pick = g.integers(len(combos), size=n)
+        for i in range(n):
+            for d in combos[pick[i]]:
+                w = int(g.integers(1, shp[d] + 1))
+                a = int(g.integers(0, shp[d] - w + 1))
+                lo[i, d], hi[i, d] = a, a + w
+        return Workload(lo, hi, np.arange(n), n)
+
+    @staticmethod
+    def parse(domains: Sequence[Domain], queries: Sequence[str]) -> "Workload":
+        """Queries like ``"age=20..30 sex=Male"`` (space-separated ``column=range`` terms; see
+        :meth:`Domain.code_range`). Unknown columns and empty ranges are refused."""
+        names = [d.name for d in domains]
+        los, his, owners = [], [], []
+        for qi, text in enumerate(queries):
+            per_axis: list[list[tuple[int, int]]] = [[(0, d.size)] for d in domains]
+            terms = text.split()
+            if not terms:
+                raise ValueError("a query must name at least one column, e.g. 'age=20..30'")
+            seen = set()
+            for term in terms:
+                if "=" not in term:
+                    raise ValueError(f"query term {term!r} is not column=range")
+                col, spec = term.split("=", 1)
+                if col not in names:
+                    raise ValueError(f"query names unknown column {col!r} (the view has {names})")
+                if col in seen:
+                    raise ValueError(f"query names column {col!r} twice")
+                seen.add(col)
+                j = names.index(col)
+                per_axis[j] = domains[j].code_range(spec)
+            for box in itertools.product(*per_axis):
+                los.append([a for a, _ in box])
+                his.append([b for _, b in box])
+                owners.append(qi)
+        return Workload(np.asarray(los, dtype=np.int64).reshape(-1, len(domains)),
+                        np.asarray(his, dtype=np.int64).reshape(-1, len(domains)),
+                        np.asarray(owners, dtype=np.int64), len(queries), tuple(queries))
+
+
+def answer_boxes(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shape: Sequence[int],
+                 work: Workload, chunk_cells: int = 20_000_000) -> np.ndarray:
+    """Answers of ``work`` on leaves ``[lo, hi)`` with counts ``values`` spread uniformly."""
+    shp = np.asarray(shape, dtype=np.int64)
+    if work.lo.shape[1] != shp.size:
+        raise ValueError(f"the workload has {work.lo.shape[1]} axes, the view {shp.size}")
+    side = (hi - lo).astype(np.float64)
+    vals = np.asarray(values, dtype=np.float64)
+    box_ans = np.zeros(work.lo.shape[0])
+    restricted = (work.lo > 0) | (work.hi < shp[None, :])
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, row in enumerate(restricted):
+        groups.setdefault(tuple(np.flatnonzero(row)), []).append(i)
+    total = float(vals.sum())
+    for dims, members in groups.items():
+        idx = np.asarray(members)
+        if not dims:
+            box_ans[idx] = total
+            continue
+        dd = list(dims)
+        step = max(1, chunk_cells // max(1, lo.shape[0] * len(dd)))
+        for a in range(0, idx.size, step):
+            q = idx[a:a + step]
+            ql, qh = work.lo[q][:, dd], work.hi[q][:, dd]                     # (b, k)
+            ov = (np.minimum(qh[:, None, :], hi[None, :, dd]) - np.maximum(ql[:, None, :], lo[None, :, dd]))
+            frac = np.clip(ov, 0, None) / side[None, :, dd]                 # (b, L, k)
+            box_ans[q] = np.prod(frac, axis=2) @ vals
+    return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries)
+
+
+def true_answers(tensor: CountTensor, work: Workload) -> np.ndarray:
+    """Exact answers on the tensor (not private: for evaluation)."""
+    return answer_boxes(tensor.coords, tensor.coords + 1, tensor.counts, tensor.shape, work)
+
+
+def rmse(estimate: np.ndarray, truth: np.ndarray) -> float:
+    e, t = np.asarray(estimate, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    if e.shape != t.shape or e.size == 0:
+        raise ValueError("estimate and truth must be non-empty arrays of one shape")
+    return float(np.sqrt(np.mean((e - t) ** 2)))
+
+
+@dataclass
+class BlockView:
+    """A released view: leaves ``[lo, hi)`` (``L x d``) with noisy counts ``values``.
+
+    ``epsilon`` is the budget the view was built with and ``spent`` the exact largest path sum
+    of the charges made (never above ``epsilon``); ``ledger`` totals the charges by kind."""
+
+    domains: tuple[Domain, ...]
+    lo: np.ndarray
+    hi: np.ndarray
+    values: np.ndarray
+    method: str
+    epsilon: float
+    spent: float
+    params: dict[str, Any] = field(default_factory=dict)
+    ledger: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.domains)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.domains)
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.values.size)
+
+    def answer(self, work: Workload) -> np.ndarray:
+        return answer_boxes(self.lo, self.hi, self.values, self.shape, work)
+
+    def query(self, text: str) -> float:
+        """Answer one query such as ``"age=20..30 sex=Male"``."""
+        return float(self.answer(Workload.parse(self.domains, [text]))[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "method": self.method, "epsilon": self.epsilon, "spent": self.spent,
+                "params": self.params, "ledger": self.ledger, "domains": [d.to_dict() for d in self.domains],
+                "lo": self.lo.tolist(), "hi": self.hi.tolist(), "values": [float(v) for v in self.values]}
+
+    def save(self, path: str | Path) -> Path:
+        """Write the view as JSON, atomically (a failed write leaves nothing behind)."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".view-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_dict(), f)
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BlockView":
+        p = Path(path)
+        if not p.is_file():
+            raise ValueError(f"view not found: {p}")
+        try:
+            d = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p} is not a view file: {exc}") from None
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ValueError(f"{p} is not a {FORMAT} file")
+        doms = tuple(Domain.from_dict(x) for x in d["domains"])
+        k = len(doms)
+        lo = np.asarray(d["lo"], dtype=np.int64).reshape(-1, k)
+        hi = np.asarray(d["hi"], dtype=np.int64).reshape(-1, k)
+        vals = np.asarray(d["values"], dtype=np.float64)
+        v = cls(doms, lo, hi, vals, str(d["method"]), float(d["epsilon"]), float(d["spent"]),
+                dict(d.get("params", {})), dict(d.get("ledger", {})))
+        v.check()
+        return v
+
+    def check(self) -> None:
+        """The leaves lie in the domain, are non-empty and their volumes add up to the domain's."""
+        shp = np.asarray(self.shape, dtype=np.int64)
+        if self.lo.shape != self.hi.shape or self.lo.shape[0] != self.values.size:
+            raise ValueError("inconsistent view: leaves and values differ in number")
+        if np.any(self.lo < 0) or np.any(self.hi > shp) or np.any(self.hi <= self.lo):
+            raise ValueError("inconsistent view: a leaf lies outside the domain or is empty")
+        if not np.all(np.isfinite(self.values)):
+            raise ValueError("inconsistent view: a leaf value is not finite")
+        vol = float(np.sum(np.prod((self.hi - self.lo).astype(np.float64), axis=1)))
+        full = float(math.prod(self.shape))
+        if abs(vol - full) > 1e-9 * full:
+            raise ValueError(f"inconsistent view: leaves cover {vol:g} cells of {full:g}")
+        if self.spent > self.epsilon:
+            raise ValueError("inconsistent view: spent more than its epsilon")
+
+
+@dataclass
+class DenseView:
+    """A view with one noisy count per cell (Identity). Queries use a summed-area table."""
+
+    domains: tuple[Domain, ...]
+    noisy: np.ndarray
+    method: str
+    epsilon: float
+    spent: float
+    params: dict[str, Any] = field(default_factory=dict)
+    ledger: dict[str, float] = field(default_factory=dict)
+    _sat: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.domains)
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.noisy.size)
+
+    def answer(self, work: Workload) -> np.ndarray:
+        if self._sat is None:
+            sat = np.pad(self.noisy, [(1, 0)] * self.noisy.ndim)
+            for ax in range(sat.ndim):
+                np.cumsum(sat, axis=ax, out=sat)
+            self._sat = sat
+        d = self.noisy.ndim
+        out = np.zeros(work.lo.shape[0])
+        for corner in itertools.product((0, 1), repeat=d):
+            idx = tuple(np.where(c, work.hi[:, j], work.lo[:, j]) for j, c in enumerate(corner))
+            sign = (-1) ** (d - sum(corner))
+            out += sign * self._sat[idx]
+        return np.bincount(work.owner, weights=out, minlength=work.n_queries)
