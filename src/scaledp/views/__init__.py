@@ -1,10 +1,21 @@
-"""Private views of count tensors (paper 004, RIPOST). Work in progress: only count tensors
-(:mod:`.tensor`), the budget accountant (:mod:`.budget`) and the noise primitives
-(:mod:`.noise`) exist so far; RIPOST itself is not built yet."""
+"""Private views of count tensors (paper 004): RIPOST and its competitors.
+
+Pipeline: table -> :class:`CountTensor` (declared domains, sparse) -> a decomposition
+(:func:`ripost`, :func:`privtree`, :func:`hdpview`; or :func:`identity`) -> a view
+(:class:`BlockView`) -> range count queries (:class:`Workload`). Every release is charged to a
+:class:`PrivacyBudget` that cannot be overspent; noise comes from OpenDP's samplers unless a
+seed is given for an experiment.
+"""
 
 from .budget import BudgetExceeded, BudgetNode, PrivacyBudget
-from .noise import exponential_choice, laplace, laplace_release
-from .tensor import CountTensor, DataDerivedDomainWarning, Domain
+from .competitors import hdpview, identity, privtree
+from .noise import BACKEND, exponential_choice, laplace, laplace_release, laplace_release_many
+from .ripost import DepthSeries, ripost
+from .run import METHODS, build_view, compare_views
+from .tensor import CountTensor, DataDerivedDomainWarning, Domain, read_table
+from .view import BlockView, DenseView, Workload, rmse, true_answers
 
-__all__ = ["BudgetExceeded", "BudgetNode", "CountTensor", "DataDerivedDomainWarning", "Domain", "PrivacyBudget",
-           "exponential_choice", "laplace", "laplace_release"]
+__all__ = ["BACKEND", "BlockView", "BudgetExceeded", "BudgetNode", "CountTensor", "DataDerivedDomainWarning",
+           "DenseView", "DepthSeries", "Domain", "METHODS", "PrivacyBudget", "Workload", "build_view",
+           "compare_views", "exponential_choice", "hdpview", "identity", "laplace", "laplace_release",
+           "laplace_release_many", "privtree", "read_table", "ripost", "rmse", "true_answers"]

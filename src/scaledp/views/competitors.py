@@ -82,25 +82,25 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
     budget = PrivacyBudget(eps)
     budget.root.charge(eps_tree, "privtree: biased-convergence tree (whole tree, Zhang et al. Thm. 3.1)")
     t0 = time.perf_counter()
-    stack = [(Block(np.zeros_like(shape), shape.copy(), np.arange(counts.size), budget.root, 0), -1)]
+    frontier = [(Block(np.zeros_like(shape), shape.copy(), np.arange(counts.size), budget.root, 0), -1)]
     leaves = []
-    while stack:
-        b, last_axis = stack.pop()
-        c = float(counts[b.idx].sum())
-        biased = max(th - delta, c - b.depth * delta)
-        noisy = biased + float(laplace(lam, 1, gen)[0])
-        sides = b.hi - b.lo
-        if noisy <= th or np.all(sides <= 1):
-            leaves.append(b)
-            continue
-        if fanout == "binary":
-            axis = next(a % d for a in range(last_axis + 1, last_axis + 1 + d) if sides[a % d] > 1)
-            pos = int(b.lo[axis] + (sides[axis] + 1) // 2)
-            left, right = split_block(b, axis, pos, coords)
-            stack.extend([(left, axis), (right, axis)])
-            continue
-        for child in _halve_all(b, coords):
-            stack.append((child, -1))
+    while frontier:                      # level by level, so each level's noise is one draw
+        c = np.asarray([float(counts[b.idx].sum()) for b, _ in frontier])
+        depth = np.asarray([b.depth for b, _ in frontier], dtype=np.float64)
+        noisy = np.maximum(th - delta, c - depth * delta) + laplace(lam, len(frontier), gen)
+        nxt = []
+        for (b, last_axis), z in zip(frontier, noisy):
+            sides = b.hi - b.lo
+            if z <= th or np.all(sides <= 1):
+                leaves.append(b)
+            elif fanout == "binary":
+                axis = next(a % d for a in range(last_axis + 1, last_axis + 1 + d) if sides[a % d] > 1)
+                pos = int(b.lo[axis] + (sides[axis] + 1) // 2)
+                left, right = split_block(b, axis, pos, coords)
+                nxt.extend([(left, axis), (right, axis)])
+            else:
+                nxt.extend((child, -1) for child in _halve_all(b, coords))
+        frontier = nxt
     values = perturb_leaves(leaves, counts, eps_leaf, gen)
     lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, shape.size)
     hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, shape.size)

@@ -39,7 +39,7 @@ from .. import _validate as V
 from ..randomness import RNGLike, as_generator
 from .blocks import aggregation_error, cut_scores
 from .budget import BudgetNode, PrivacyBudget
-from .noise import exponential_choice, laplace_release
+from .noise import exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor
 from .view import BlockView
 
@@ -93,17 +93,16 @@ def split_block(b: Block, axis: int, pos: int, coords: np.ndarray) -> tuple[Bloc
 
 def perturb_leaves(leaves: list[Block], counts: np.ndarray, eps_p: float, rng) -> np.ndarray:
     """Each leaf's sum plus ``Lap(1 / eps_p)``, charged to the leaf (disjoint leaves: parallel)."""
-    out = np.empty(len(leaves))
-    for i, b in enumerate(leaves):
-        s = float(counts[b.idx].sum())
-        # eps_p was computed in floating point from splits of epsilon that add up to epsilon in
-        # the reals; rounding can leave it an ulp above what the path has left. Take the exact
-        # remainder then (never more), and treat anything larger than rounding as a bug.
-        e = min(eps_p, b.node.remaining())
-        if e < eps_p * (1 - 1e-9):
-            raise RuntimeError(f"leaf budget {e} is short of the planned {eps_p}: the plan overspends")
-        out[i] = laplace_release(s, 1.0, e, b.node, "leaf perturbation", rng)[0]
-    return out
+    if not leaves:
+        return np.zeros(0)
+    sums = np.asarray([float(counts[b.idx].sum()) for b in leaves])
+    # eps_p was computed in floating point from splits of epsilon that add up to epsilon in
+    # the reals; rounding can leave it an ulp above what a path has left. Take the exact
+    # remainder then (never more), and treat anything larger than rounding as a bug.
+    e = min([eps_p] + [b.node.remaining() for b in leaves])
+    if e < eps_p * (1 - 1e-9):
+        raise RuntimeError(f"leaf budget {e} is short of the planned {eps_p}: the plan overspends")
+    return laplace_release_many(sums, 1.0, e, [b.node for b in leaves], "leaf perturbation", rng)
 
 
 def ledger_totals(budget: PrivacyBudget) -> dict[str, float]:

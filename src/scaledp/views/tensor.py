@@ -241,10 +241,20 @@ class CountTensor:
 
     @classmethod
     def from_file(cls, path: str | Path, columns: Sequence[str], domains: Mapping[str, Domain] | None = None,
-                  **options: Any) -> "CountTensor":
-        """Read a CSV or Parquet file (by extension) and build the tensor of ``columns``."""
-        p = Path(path)
-        if not p.is_file():
-            raise ValueError(f"table not found: {p}")
-        frame = pd.read_parquet(p) if p.suffix in (".parquet", ".pq") else pd.read_csv(p, skipinitialspace=True)
-        return cls.from_frame(frame, columns, domains, **options)
+                  names: Sequence[str] | None = None, **options: Any) -> "CountTensor":
+        """Read a CSV or Parquet file (by extension) and build the tensor of ``columns``.
+        ``names`` gives the column names of a CSV file without a header line."""
+        return cls.from_frame(read_table(path, names), columns, domains, **options)
+
+
+def read_table(path: str | Path, names: Sequence[str] | None = None) -> pd.DataFrame:
+    """A CSV (``?`` and empty fields are missing) or Parquet file as a DataFrame."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"table not found: {p}")
+    if p.suffix in (".parquet", ".pq"):
+        return pd.read_parquet(p)
+    kw: dict[str, Any] = {"skipinitialspace": True, "na_values": ["?"]}
+    if names:
+        kw.update(header=None, names=list(names))
+    return pd.read_csv(p, **kw)

@@ -1,0 +1,93 @@
+"""One entry point for every view method, and the comparison the paper's figures report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import _validate as V
+from ..randomness import RNGLike, as_generator
+from .blocks import aggregation_error
+from .competitors import hdpview, identity, privtree
+from .ripost import ripost
+from .tensor import CountTensor
+from .view import BlockView, DenseView, Workload, rmse, true_answers
+
+METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
+                                          "identity": identity}
+PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2"},
+          "privtree": {"theta", "fanout"}, "hdpview": {"ratio", "a", "beta", "gamma", "theta"},
+          "identity": {"max_cells"}}
+
+
+def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None,
+               **params: Any) -> BlockView | DenseView:
+    """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
+    own (unknown ones are refused, so a typo cannot silently fall back to a default)."""
+    V.choice("method", method, tuple(METHODS))
+    bad = sorted(set(params) - PARAMS[method])
+    if bad:
+        raise ValueError(f"{method} does not take {bad}; it takes {sorted(PARAMS[method])}")
+    return METHODS[method](tensor, epsilon=epsilon, rng=rng, **params)
+
+
+def share_converged_with_error(view: BlockView, tensor: CountTensor) -> float:
+    """Share of the view's leaves whose true AE is > 0 (paper 004, Figure 3). Reads the true
+    data: an evaluation measure, never part of a release."""
+    if view.n_blocks == 0:
+        return 0.0
+    pos = 0
+    for lo, hi in zip(view.lo, view.hi):
+        m = np.all((tensor.coords >= lo) & (tensor.coords < hi), axis=1)
+        vol = float(np.prod((hi - lo).astype(np.float64)))
+        pos += aggregation_error(tensor.counts[m].astype(np.float64), vol) > 1e-9
+    return pos / view.n_blocks
+
+
+@dataclass
+class CompareRow:
+    method: str
+    rmse_mean: float
+    rmse_std: float
+    blocks_mean: float
+    seconds_mean: float
+    spent_max: float
+    relative: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 0.1, queries: int = 3000,
+                  query_columns: int = 2, reps: int = 10, rng: RNGLike = None,
+                  params: dict[str, dict[str, Any]] | None = None) -> tuple[list[CompareRow], Workload]:
+    """Each method ``reps`` times on one random workload; RMSE mean and standard deviation, and
+    R-RMSE against ``ripost`` when it is among the methods (else against the first)."""
+    names = list(methods)
+    if not names:
+        raise ValueError("methods must name at least one method")
+    for m in names:
+        V.choice("methods", m, tuple(METHODS))
+    reps = V.int_in_range("reps", reps, 1)
+    g = as_generator(rng)
+    work = Workload.random(tensor.shape, queries, min(query_columns, len(tensor.shape)), g)
+    truth = true_answers(tensor, work)
+    rows = []
+    for m in names:
+        errs, blocks, secs, spent = [], [], [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            v = build_view(tensor, m, epsilon, g, **(params or {}).get(m, {}))
+            secs.append(time.perf_counter() - t0)
+            errs.append(rmse(v.answer(work), truth))
+            blocks.append(v.n_blocks)
+            spent.append(v.spent)
+        rows.append(CompareRow(m, float(np.mean(errs)), float(np.std(errs)), float(np.mean(blocks)),
+                               float(np.mean(secs)), float(max(spent))))
+    ref = next((r for r in rows if r.method == "ripost"), rows[0])
+    for r in rows:
+        r.relative = r.rmse_mean / ref.rmse_mean if ref.rmse_mean > 0 else None
+    return rows, work
