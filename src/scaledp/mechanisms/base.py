@@ -24,14 +24,13 @@ Contract: for every listed pair (i, j), both directions, every output k,
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import _validate as V
+from .._io import atomic_target
 from ..audit import VerifyReport, expected_loss, verify
 from ..randomness import RNGLike, sample_rows
 
@@ -154,15 +153,8 @@ class Mechanism:
             arrays["cost"] = self.cost
         if self.prior is not None:
             arrays["prior"] = self.prior
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".npz")
-        os.close(fd)
-        try:
+        with atomic_target(p, ".npz") as tmp:
             np.savez_compressed(tmp, **arrays)
-            os.replace(tmp, p)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         return p
 
     @classmethod

@@ -17,8 +17,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import _validate as V
+from .._io import atomic_target
 from ..randomness import RNGLike, as_generator
 from .tensor import CountTensor, Domain
 
@@ -181,15 +180,9 @@ class BlockView:
     def save(self, path: str | Path) -> Path:
         """Write the view as JSON, atomically (a failed write leaves nothing behind)."""
         p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".view-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
+        with atomic_target(p, ".json") as tmp:
+            with open(tmp, "w") as f:
                 json.dump(self.to_dict(), f)
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return p
 
     @classmethod
