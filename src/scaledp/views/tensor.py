@@ -231,7 +231,7 @@ class CountTensor:
                 if overflow == "refuse":
                     example = frame[c].to_numpy()[np.flatnonzero(out)[0]]
                     raise ValueError(f"column {c!r}: {n_out} rows lie outside the declared domain (e.g. {example!r}); "
-                                     "widen the domain or pass overflow='bin'")
+                                     "widen the domain or pass overflow='bin' (CLI: --overflow bin)")
                 d = Domain(d.name, d.values, d.low, d.high, d.bins, overflow=True)
                 code = np.where(out, d.size - 1, code)
             codes[:, j] = code
