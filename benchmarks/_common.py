@@ -39,7 +39,7 @@ def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Se
         lines.append("| " + " | ".join(fmt(v) for v in r) + " |")
     if notes:
         lines.append("")
-        lines.extend(n if n.startswith("|") else f"- {n}" for n in notes)   # table rows verbatim
+        lines.extend(n if (not n or n.startswith("|")) else f"- {n}" for n in notes)  # rows, blanks verbatim
     text = "\n".join(lines) + "\n"
     print(text)
     path = RESULTS / f"{name}.md"

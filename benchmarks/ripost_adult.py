@@ -86,7 +86,7 @@ def figure5(a, df, doms):
     write_table("ripost_fig5", f"Paper 004 Figure 5: Adult, 2-6 columns, eps 0.1, {a.reps} reps, "
                 f"{a.query_columns}-column range queries",
                 ["columns", "set", "cells", *[f"{m} RMSE (R-RMSE)" for m in METHODS]], table,
-                notes=["Average R-RMSE (RMSE / RIPOST's RMSE) per number of columns:", "|",
+                notes=["Average R-RMSE (RMSE / RIPOST's RMSE) per number of columns:", "",
                        "| columns | " + " | ".join(METHODS) + " |",
                        "|" + "---|" * (len(METHODS) + 1),
                        *["| " + " | ".join(map(str, row)) + " |" for row in summary + [overall]]],
