@@ -171,6 +171,7 @@ def decomposition(a, df, doms):
     """Where each method's error comes from: the RMSE of the view with exact leaf sums (the
     aggregation error alone) and of the leaf noise alone."""
     from scaledp.views import Workload, build_view, rmse, true_answers
+    from scaledp.views.run import leaf_truth
     from scaledp.views.view import answer_boxes
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
@@ -182,8 +183,7 @@ def decomposition(a, df, doms):
         tot, agg, noise, blocks = [], [], [], []
         for _ in range(a.reps):
             v = build_view(t, m, 0.1, rng)
-            sums = np.array([t.counts[np.all((t.coords >= lo) & (t.coords < hi), axis=1)].sum()
-                             for lo, hi in zip(v.lo, v.hi)], dtype=np.float64)
+            sums = leaf_truth(v, t)[0]
             tot.append(rmse(v.answer(w), truth))
             agg.append(rmse(answer_boxes(v.lo, v.hi, sums, t.shape, w), truth))
             noise.append(rmse(answer_boxes(v.lo, v.hi, v.values - sums, t.shape, w), np.zeros_like(truth)))

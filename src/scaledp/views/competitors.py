@@ -36,7 +36,7 @@ from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
 from .noise import exponential_choice, laplace
-from .ripost import Block, ledger_totals, perturb_leaves, split_block
+from .ripost import Block, finish_view, ledger_totals, root_block, split_block
 from .tensor import CountTensor
 from .view import BlockView, DenseView
 
@@ -82,7 +82,7 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
     budget = PrivacyBudget(eps)
     budget.root.charge(eps_tree, "privtree: biased-convergence tree (whole tree, Zhang et al. Thm. 3.1)")
     t0 = time.perf_counter()
-    frontier = [(Block(np.zeros_like(shape), shape.copy(), np.arange(counts.size), budget.root, 0), -1)]
+    frontier = [(root_block(tensor, budget, 0), -1)]
     leaves = []
     while frontier:                      # level by level, so each level's noise is one draw
         c = np.asarray([float(counts[b.idx].sum()) for b, _ in frontier])
@@ -101,13 +101,9 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
             else:
                 nxt.extend((child, -1) for child in _halve_all(b, coords))
         frontier = nxt
-    values = perturb_leaves(leaves, counts, eps_leaf, gen)
-    lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, shape.size)
-    hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, shape.size)
     params = {"theta": th, "fanout": fanout, "beta": fan, "lambda": lam, "delta": delta,
               "stats": {"blocks": len(leaves), "seconds": time.perf_counter() - t0}}
-    return BlockView(tensor.domains, lo, hi, values, "privtree", eps, float(budget.spent()), params,
-                     ledger_totals(budget))
+    return finish_view(tensor, leaves, eps_leaf, budget, "privtree", params, gen)
 
 
 def _halve_all(b: Block, coords: np.ndarray) -> list[Block]:
@@ -152,9 +148,8 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
     budget = PrivacyBudget(eps)
     budget.root.charge(g * eps_r, "hdpview: random convergence (whole tree, PrivTree-style bias)")
     coords, counts = tensor.coords, tensor.counts.astype(np.float64)
-    shape = np.asarray(tensor.shape, dtype=np.int64)
     t0 = time.perf_counter()
-    root = Block(np.zeros_like(shape), shape.copy(), np.arange(counts.size), budget.root, 0)
+    root = root_block(tensor, budget, 0)
     leaves: list[Block] = []
     stack = [root] if root.cells() > 1 else []
     if not stack:
@@ -183,10 +178,6 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
                 leaves.append(child)
             else:
                 stack.append(child)
-    values = perturb_leaves(leaves, counts, eps_p, gen)
-    lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, shape.size)
-    hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, shape.size)
     params = {"ratio": r, "a": a, "beta": bt, "gamma": g, "theta": th, "kappa": kappa, "lambda": lam,
               "delta": delta, "stats": {"blocks": len(leaves), "seconds": time.perf_counter() - t0}}
-    return BlockView(tensor.domains, lo, hi, values, "hdpview", eps, float(budget.spent()), params,
-                     ledger_totals(budget))
+    return finish_view(tensor, leaves, eps_p, budget, "hdpview", params, gen)

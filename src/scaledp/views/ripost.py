@@ -112,13 +112,30 @@ def ledger_totals(budget: PrivacyBudget) -> dict[str, float]:
     return tot
 
 
+def root_block(tensor: CountTensor, budget: PrivacyBudget, depth: int) -> Block:
+    """The whole domain, holding every non-zero cell, on the budget's root node."""
+    shape = np.asarray(tensor.shape, dtype=np.int64)
+    return Block(np.zeros_like(shape), shape, np.arange(tensor.counts.size), budget.root, depth)
+
+
+def finish_view(tensor: CountTensor, leaves: list[Block], eps_leaf: float, budget: PrivacyBudget, method: str,
+                params: dict, rng) -> BlockView:
+    """Perturb the leaves (charging each) and assemble the released view."""
+    values = perturb_leaves(leaves, tensor.counts.astype(np.float64), eps_leaf, rng)
+    d = len(tensor.shape)
+    lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, d)
+    hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, d)
+    return BlockView(tensor.domains, lo, hi, values, method, float(budget.total), float(budget.spent()), params,
+                     ledger_totals(budget))
+
+
 def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma: float = 0.9, beta: float = 0.4,
            k: int = 4, os: int = 4, theta1: float = 0.0, theta2: float = 0.0, rng: RNGLike = None,
            progress: Progress | None = None) -> BlockView:
     """Build an ``epsilon``-DP view of ``tensor`` with RIPOST (Algorithm 1).
 
-    ``rng=None`` draws all noise from ``os.urandom``; an int seed makes the run reproducible
-    (for experiments only). ``progress`` receives a line now and then on long runs."""
+    ``rng=None`` draws all noise from OpenDP's samplers (see :mod:`.noise`); an int seed makes
+    the run reproducible (for experiments only). ``progress`` receives a line now and then on long runs."""
     eps = V.positive_float("epsilon", epsilon)
     a = V.open_unit("alpha", alpha)
     g = V.open_unit("gamma", gamma)
@@ -135,8 +152,7 @@ def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma:
 
     budget = PrivacyBudget(eps)
     coords, counts = tensor.coords, tensor.counts.astype(np.float64)
-    shape = np.asarray(tensor.shape, dtype=np.int64)
-    root = Block(np.zeros_like(shape), shape.copy(), np.arange(counts.size), budget.root, 1)
+    root = root_block(tensor, budget, 1)
     t0, last = time.perf_counter(), time.perf_counter()
     stats = {"cuts_phase1": 0, "cuts_phase2": 0, "max_depth_phase1": 1, "max_depth_phase2": 1}
 
@@ -176,11 +192,7 @@ def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma:
     for b in phase1:
         b.depth = 1                                 # depth restarts in phase 2 (section 5.3.1)
     leaves = run_phase(phase1, 2)
-    values = perturb_leaves(leaves, counts, eps_p, gen)
-    lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, shape.size)
-    hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, shape.size)
     stats.update(blocks_phase1=len(phase1), blocks=len(leaves), seconds=time.perf_counter() - t0)
     params = {"alpha": a, "gamma": g, "beta": bt, "k": series.k, "os": series.os, "theta1": th1, "theta2": th2,
               "stats": stats}
-    return BlockView(tensor.domains, lo, hi, values, "ripost", eps, float(budget.spent()), params,
-                     ledger_totals(budget))
+    return finish_view(tensor, leaves, eps_p, budget, "ripost", params, gen)

@@ -136,8 +136,22 @@ def rmse(estimate: np.ndarray, truth: np.ndarray) -> float:
     return float(np.sqrt(np.mean((e - t) ** 2)))
 
 
+class _OverDomains:
+    """Shape and column names of a view, from its public domains."""
+
+    domains: tuple[Domain, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.domains)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.domains)
+
+
 @dataclass
-class BlockView:
+class BlockView(_OverDomains):
     """A released view: leaves ``[lo, hi)`` (``L x d``) with noisy counts ``values``.
 
     ``epsilon`` is the budget the view was built with and ``spent`` the exact largest path sum
@@ -152,14 +166,6 @@ class BlockView:
     spent: float
     params: dict[str, Any] = field(default_factory=dict)
     ledger: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(d.size for d in self.domains)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return tuple(d.name for d in self.domains)
 
     @property
     def n_blocks(self) -> int:
@@ -224,7 +230,7 @@ class BlockView:
 
 
 @dataclass
-class DenseView:
+class DenseView(_OverDomains):
     """A view with one noisy count per cell (Identity). Queries use a summed-area table."""
 
     domains: tuple[Domain, ...]
@@ -235,10 +241,6 @@ class DenseView:
     params: dict[str, Any] = field(default_factory=dict)
     ledger: dict[str, float] = field(default_factory=dict)
     _sat: np.ndarray | None = None
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(d.size for d in self.domains)
 
     @property
     def n_blocks(self) -> int:
