@@ -248,7 +248,8 @@ def test_build_view_refuses_unknown_parameter():
 def test_compare_views_and_convergence_share():
     rng = np.random.default_rng(4)
     t = _tensor(rng, (8, 8), 0.3, 50)
-    rows, w = compare_views(t, ["ripost", "privtree", "identity"], 1.0, 200, 2, 2, rng=1)
+    rows, w, skipped = compare_views(t, ["ripost", "privtree", "identity"], 1.0, 200, 2, 2, rng=1)
+    assert skipped == {}
     assert [r.method for r in rows] == ["ripost", "privtree", "identity"]
     assert rows[0].relative == 1.0 and all(r.rmse_mean > 0 for r in rows)
     v = ripost(t, 1.0, rng=2)

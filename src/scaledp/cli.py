@@ -483,7 +483,6 @@ def view_query(view_file, queries, as_json) -> None:
 def view_compare(table, columns, domains_file, names, preset, accept_data_leak, overflow, methods, epsilon, queries,
                  query_columns, reps, seed, as_json) -> None:
     """RMSE of several view methods on one random range-query workload (R-RMSE vs RIPOST)."""
-    from .views.competitors import MAX_IDENTITY_CELLS
     from .views.run import compare_views
 
     with _friendly_errors():
@@ -491,12 +490,8 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
         V.int_in_range("--queries", queries, 1)
         V.int_in_range("--query-columns", query_columns, 1)
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
-        skipped = []
-        if "identity" in names_ and tensor.domain_size > MAX_IDENTITY_CELLS and len(names_) > 1:
-            names_.remove("identity")
-            skipped.append(f"identity skipped: {tensor.domain_size:.3g} cells, above its limit of "
-                           f"{MAX_IDENTITY_CELLS:,}")
-        rows, _ = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed)
+        rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed)
+        skipped = [f"{m} skipped: {why}" for m, why in skipped_by.items()]
     if as_json:
         click.echo(json.dumps({"columns": list(tensor.columns), "epsilon": epsilon, "rows": [r.as_dict() for r in rows],
                                "skipped": skipped}))

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _validate as V
 from ..randomness import RNGLike, as_generator
 from .blocks import aggregation_error
-from .competitors import hdpview, identity, privtree
+from .competitors import MAX_IDENTITY_CELLS, hdpview, identity, privtree
 from .ripost import ripost
 from .tensor import CountTensor
 from .view import BlockView, DenseView, Workload, rmse, true_answers
@@ -68,14 +68,23 @@ class CompareRow:
 
 def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 0.1, queries: int = 3000,
                   query_columns: int = 2, reps: int = 10, rng: RNGLike = None,
-                  params: dict[str, dict[str, Any]] | None = None) -> tuple[list[CompareRow], Workload]:
+                  params: dict[str, dict[str, Any]] | None = None
+                  ) -> tuple[list[CompareRow], Workload, dict[str, str]]:
     """Each method ``reps`` times on one random workload; RMSE mean and standard deviation, and
-    R-RMSE against ``ripost`` when it is among the methods (else against the first)."""
+    R-RMSE against ``ripost`` when it is among the methods (else against the first).
+
+    Identity is skipped (and named in the returned ``skipped``) when its domain is too large to
+    materialise and other methods remain; asked for alone, it raises its own error."""
     names = list(methods)
     if not names:
         raise ValueError("methods must name at least one method")
     for m in names:
         V.choice("methods", m, tuple(METHODS))
+    skipped: dict[str, str] = {}
+    limit = (params or {}).get("identity", {}).get("max_cells", MAX_IDENTITY_CELLS)
+    if "identity" in names and len(names) > 1 and tensor.domain_size > limit:
+        names.remove("identity")
+        skipped["identity"] = f"{tensor.domain_size:.3g} cells, above its limit of {limit:,}"
     reps = V.int_in_range("reps", reps, 1)
     g = as_generator(rng)
     work = Workload.random(tensor.shape, queries, min(query_columns, len(tensor.shape)), g)
@@ -95,4 +104,4 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
     ref = next((r for r in rows if r.method == "ripost"), rows[0])
     for r in rows:
         r.relative = r.rmse_mean / ref.rmse_mean if ref.rmse_mean > 0 else None
-    return rows, work
+    return rows, work, skipped
