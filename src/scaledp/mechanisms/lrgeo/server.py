@@ -260,18 +260,27 @@ class LRGeoServer:
         if method == "monolithic":
             y, xs, info = solve_monolithic(master, specs, time_limit=time_limit)
         else:
-            out = benders(master, specs, gap=gap, max_iterations=max_iterations, time_limit=time_limit,
-                          callback=callback)
-            if out.y is None:
+            try:
+                out = benders(master, specs, gap=gap, max_iterations=max_iterations, time_limit=time_limit,
+                              callback=callback)
+            except RuntimeError as exc:   # a subproblem HiGHS could not solve (badly scaled, large eps)
                 if not fallback:
-                    raise RuntimeError(f"CLR-Geo Benders found no feasible solution ({out.status}, "
-                                       f"{out.iterations} iterations)")
+                    raise
+                out = None
+                reason = str(exc)
+            else:
+                reason = f"no feasible point in {out.iterations} iterations"
+            if out is None or out.y is None:
+                if not fallback:
+                    raise RuntimeError(f"CLR-Geo Benders found no feasible solution ({reason})")
                 # Large eps: exp(eps d) h reaches 1e7 and the dual-ray feasibility cuts become
                 # too shallow to move y' (see docs/lrgeo.md). Solve the same LP in one model.
                 y, xs, info = solve_monolithic(master, specs, time_limit=time_limit)
                 info.method = "benders->monolithic"
-                info.iterations += out.iterations
-                info.history = out.history
+                info.status = f"{info.status} (Benders: {reason})"
+                if out is not None:
+                    info.iterations += out.iterations
+                    info.history = out.history
             else:
                 y, xs = out.y, out.x
                 info = SolveInfo("benders", out.status, out.upper_bound, out.lower_bound, out.gap, out.iterations,
