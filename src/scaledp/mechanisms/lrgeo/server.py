@@ -23,7 +23,6 @@ from duals), and :func:`solve_monolithic` solves the same LP in one HiGHS call.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable

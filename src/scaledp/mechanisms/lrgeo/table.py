@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 
 from ... import _validate as V
 from ...space import haversine_km
-from .world import World, pairs_within, project_km
+from .world import World, project_km
 
 
 @dataclass(frozen=True, eq=False)
