@@ -22,6 +22,8 @@ from scaledp.mechanisms.lrgeo.user import LRGeoParams, LRGeoUser
 from scaledp.mechanisms.lrgeo.world import grid_city, helsinki
 from scaledp.mechanisms.optimal import solve_pmo
 
+from .mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
+
 HELSINKI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "helsinki"
 
 
@@ -45,7 +47,7 @@ def _setup(city, params, table, locs, seed=0):
     rng = np.random.default_rng(seed)
     users = [LRGeoUser(city, int(v), params, name=f"u{t}", rng=rng) for t, v in enumerate(locs)]
     for u in users:
-        srv.submit(u.obfuscation_request(srv.handle_table_request(u.table_request())))
+        srv.enrol(u)
     return srv, users
 
 
@@ -154,6 +156,22 @@ def test_benders_matches_monolithic_and_matrices_pass_the_audit(city, params, ta
         np.testing.assert_allclose(mech.matrix.sum(axis=1), 1.0, atol=1e-9)
 
 
+def test_user_mechanisms_pass_the_common_checks(city, params, table, tmp_path):
+    """Probabilities, exact Geo-Ind on the LR pairs, save/load with audit, sampling. LR-Geo
+    matrices cover a user's LR rows, not a whole Space, so the checks run on those pairs;
+    the user's matrix stores no costs (it knows only estimates)."""
+    srv, users = _setup(city, params, table, [9, 45])
+    resp, _ = srv.solve(method="benders", gap=1e-6)
+    for u in users:
+        mech, _ = u.mechanism(resp[u.name])
+        E, d = u.lr_pairs()
+        assert mech.matrix.shape == (u.n, city.K) and len(mech.edges) == len(E)
+        check_probabilities(mech.matrix)
+        check_exact_mdp(mech.matrix, params.epsilon, E, d)
+        check_save_load(mech, tmp_path, with_cost=False)
+        check_sampling(mech)
+
+
 def test_exponential_entries_satisfy_geo_ind_across_users(city, params, table):
     """Theorem 4.4: every violation between users involves at least one free (LP) entry."""
     srv, users = _setup(city, params, table, [10, 19, 37, 44])
@@ -188,12 +206,7 @@ def test_lower_bound_is_below_the_optimal_geo_ind_mechanism(params):
     full = solve_pmo(world_space(w, P)).mechanism.matrix
     cbar = w.expected_cost
     for u in users:
-        low = cbar[u.lr] / u.n
-        D = u.D_NV[:, u.obf]
-        sub = low[:, u.obf]
-        sub[D <= P.r_obf] = u.c_low[D <= P.r_obf]
-        low[:, u.obf] = sub
-        lb, used = relaxed_lower_bound(u.D_NV[:, u.lr], P.gamma, P.epsilon, low, u.obf)
+        lb, used = relaxed_lower_bound(u.D_NV[:, u.lr], P.gamma, P.epsilon, u.lower_bound_costs(cbar), u.obf)
         opt_rows = float(np.mean(np.sum(cbar[u.lr] * full[u.lr], axis=1)))
         assert used >= len(u.obf)
         assert 0 < lb <= opt_rows + 1e-9

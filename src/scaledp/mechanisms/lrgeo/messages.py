@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -55,36 +55,40 @@ def _arr(name: str, value: Any, ndim: int, *, dtype=np.float64, nonneg: bool = F
     return a
 
 
-def _to_json(obj: Any) -> str:
-    d = {}
-    for f in fields(obj):
-        v = getattr(obj, f.name)
-        if isinstance(v, np.ndarray):
-            v = np.where(np.isnan(v), None, v).tolist() if v.dtype.kind == "f" else v.tolist()
-        d[f.name] = v
-    d["type"] = type(obj).__name__
-    return json.dumps(d)
+class _Message:
+    """JSON for the message dataclasses: arrays become lists, NaN becomes null, and a
+    ``type`` field names the class; ``from_json`` re-runs the class's validation."""
 
+    def to_json(self) -> str:
+        d = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                v = np.where(np.isnan(v), None, v).tolist() if v.dtype.kind == "f" else v.tolist()
+            d[f.name] = v
+        d["type"] = type(self).__name__
+        return json.dumps(d)
 
-def _from_json(cls, text: str):
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"not valid JSON: {exc}") from None
-    if not isinstance(d, dict) or d.pop("type", None) != cls.__name__:
-        raise ProtocolError(f"not a {cls.__name__} message")
-    names = {f.name for f in fields(cls)}
-    if set(d) != names:
-        raise ProtocolError(f"{cls.__name__}: expected fields {sorted(names)}, got {sorted(d)}")
-    for k, v in d.items():
-        if isinstance(v, list):
-            d[k] = np.asarray(v, dtype=object)
-            d[k] = np.where(d[k] == None, np.nan, d[k])  # noqa: E711 (JSON null is NaN)
-    return cls(**d)
+    @classmethod
+    def from_json(cls, text: str):
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProtocolError(f"not valid JSON: {exc}") from None
+        if not isinstance(d, dict) or d.pop("type", None) != cls.__name__:
+            raise ProtocolError(f"not a {cls.__name__} message")
+        names = {f.name for f in fields(cls)}
+        if set(d) != names:
+            raise ProtocolError(f"{cls.__name__}: expected fields {sorted(names)}, got {sorted(d)}")
+        for k, v in d.items():
+            if isinstance(v, list):
+                d[k] = np.asarray(v, dtype=object)
+                d[k] = np.where(d[k] == None, np.nan, d[k])  # noqa: E711 (JSON null is NaN)
+        return cls(**d)
 
 
 @dataclass(frozen=True)
-class TableRequest:
+class TableRequest(_Message):
     """user -> server. The server learns: a circle of radius ``radius_km`` around a location
     v_a drawn uniformly from the user's LR set, so the user is within Gamma of v_a."""
 
@@ -102,15 +106,9 @@ class TableRequest:
         object.__setattr__(self, "center", c)
         object.__setattr__(self, "radius_km", r)
 
-    to_json = _to_json
-
-    @classmethod
-    def from_json(cls, text: str) -> "TableRequest":
-        return _from_json(cls, text)
-
 
 @dataclass(frozen=True)
-class TableResponse:
+class TableResponse(_Message):
     """server -> user. The user learns beta for pairs of fine cells in its circle: expected
     travel-cost differences over the targets, not where the targets are."""
 
@@ -132,15 +130,9 @@ class TableResponse:
         if len(self.pair_key) != len(self.pair_beta) or len(self.fine_node) != len(self.fine_latlon):
             raise ProtocolError("TableResponse: array lengths disagree")
 
-    to_json = _to_json
-
-    @classmethod
-    def from_json(cls, text: str) -> "TableResponse":
-        return _from_json(cls, text)
-
 
 @dataclass(frozen=True)
-class ObfuscationRequest:
+class ObfuscationRequest(_Message):
     """user -> server: the coefficients of the user's LR-OMG problem (Eq. 15-19).
 
     The server learns: |N_m| (rows, in a random order), the Haversine distances among the LR
@@ -186,15 +178,9 @@ class ObfuscationRequest:
     def n(self) -> int:
         return int(self.D_NN.shape[0])
 
-    to_json = _to_json
-
-    @classmethod
-    def from_json(cls, text: str) -> "ObfuscationRequest":
-        return _from_json(cls, text)
-
 
 @dataclass(frozen=True)
-class ObfuscationResponse:
+class ObfuscationResponse(_Message):
     """server -> user: the LP values the user needs to assemble its LR matrix: the free
     probabilities ``free`` (NaN where the entry follows the exponential mechanism) and the
     weights y' (one per global location; z[i, k] = y'_k h_ik for exponential entries).
@@ -210,13 +196,3 @@ class ObfuscationResponse:
     def __post_init__(self) -> None:
         object.__setattr__(self, "free", _arr("free", self.free, 2, allow_nan=True))
         object.__setattr__(self, "y", _arr("y", self.y, 1))
-
-    to_json = _to_json
-
-    @classmethod
-    def from_json(cls, text: str) -> "ObfuscationResponse":
-        return _from_json(cls, text)
-
-
-def as_dict(msg: Any) -> dict:
-    return asdict(msg)

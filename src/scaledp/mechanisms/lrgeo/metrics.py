@@ -7,13 +7,14 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...lp.benders import BlockSpec, lagrangian_affine
 from ...lp.highs import HighsLP
 from ...space import haversine_km
 from ..optimal import mdp_rows, row_sum_rows
 from .messages import ObfuscationRequest
-from .user import geo_ind_path_distance
+from .user import geo_ind_path_distance, neighbour_pairs
 from .world import World
 
 
@@ -56,7 +57,6 @@ def violations(world: World, rows: list[np.ndarray], matrices: list[np.ndarray],
     cross = viol = within = 0
     errs = []
     for a in range(len(rows)):
-        na = len(rows[a])
         Da = H[rows[a]][:, rows[a]]
         within += int(np.count_nonzero(np.triu(Da <= gamma, 1))) * 2 * K
         for b in range(a + 1, len(rows)):
@@ -72,7 +72,6 @@ def violations(world: World, rows: list[np.ndarray], matrices: list[np.ndarray],
                 viol += int(bad.sum())
                 errs.append(ex[bad])
             cross += 2 * len(i) * K
-        del na
     return Violations(cross, viol, within, np.concatenate(errs) if errs else np.zeros(0))
 
 
@@ -88,18 +87,13 @@ def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: n
     left or ``max_rounds`` is reached; the bound is valid at every round.
     Returns (bound, number of columns used)."""
     n, K = c_low.shape
-    i, j = np.triu_indices(n, 1)
-    d = D_NN[i, j]
-    keep = d <= gamma
-    E = np.column_stack([i[keep], j[keep]])
-    dist = d[keep]
+    E, dist = neighbour_pairs(D_NN, gamma)
     use = np.unique(np.asarray(start, dtype=np.int64))
     best = -math.inf
     for _ in range(max_rounds):
         S = len(use)
         A = mdp_rows(n, S, E, dist, epsilon).tocsr()
         U = row_sum_rows(n, S)
-        import scipy.sparse as sp
         M = sp.vstack([U, A], format="csr")
         lo = np.concatenate([np.ones(n), np.full(A.shape[0], -np.inf)])
         up = np.concatenate([np.ones(n), np.zeros(A.shape[0])])

@@ -56,7 +56,7 @@ def run_round(world: World, params: LRGeoParams, *, users: int | list[int] = 4, 
     t0 = time.perf_counter()
     us = [LRGeoUser(world, int(v), params, name=f"user-{n}", rng=rng) for n, v in enumerate(locs)]
     for u in us:
-        server.submit(u.obfuscation_request(server.handle_table_request(u.table_request())))
+        server.enrol(u)
     t["users"] = time.perf_counter() - t0
     say(f"{len(us)} users, LR sets {min(u.n for u in us)}-{max(u.n for u in us)} locations; solving ({method})")
     resp, info = server.solve(method=method, gap=gap, time_limit=time_limit)
@@ -80,16 +80,8 @@ def run_round(world: World, params: LRGeoParams, *, users: int | list[int] = 4, 
         cbar = world.expected_cost
         own = [float(cbar[u.location] @ m.matrix[u.row_of_location]) for u, m in zip(us, mechs)]
         lr_obj = [float(np.mean(np.sum(cbar[u.lr] * m.matrix, axis=1))) for u, m in zip(us, mechs)]
-        lbs = []
-        for u in us:
-            low = cbar[u.lr] / u.n                  # exact costs are lower bounds of themselves
-            D = u.D_NV[:, u.obf]
-            within = D <= params.r_obf
-            sub = low[:, u.obf]
-            sub[within] = u.c_low[within]           # Eq. 33 where the user estimated it
-            low[:, u.obf] = sub
-            lb, _ = relaxed_lower_bound(u.D_NV[:, u.lr], params.gamma, params.epsilon, low, u.obf)
-            lbs.append(lb)
+        lbs = [relaxed_lower_bound(u.D_NV[:, u.lr], params.gamma, params.epsilon, u.lower_bound_costs(cbar),
+                                   u.obf)[0] for u in us]
         rep["expected_cost_own_row"] = float(np.mean(own))
         rep["expected_cost_lr_sets"] = float(np.sum(lr_obj))
         rep["lower_bound"] = float(np.sum(lbs))
@@ -100,9 +92,7 @@ def run_round(world: World, params: LRGeoParams, *, users: int | list[int] = 4, 
         located = []
         for u in us:
             req = server.requests[u.name]
-            center, radius = server.circles[u.name]
-            tr = server.handle_table_request(u.table_request().__class__(user="probe", center=center,
-                                                                          radius_km=radius))
+            tr = server.table_rows(*server.circles[u.name])
             counts.append(table_inference(req, tr.pair_beta, table.snap_max_km))
             ci = column_inference(req, world, params.gamma, params.Gamma)
             located.append(ci["rows_located"] == 1.0 and ci["candidate_locations"] == [u.location])

@@ -35,7 +35,7 @@ from ...lp.highs import INF, HighsLP
 from ...space import haversine_km
 from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import ReferenceTable
-from .user import LRGeoParams, exp_factor
+from .user import LRGeoParams, exp_factor, neighbour_pairs
 from .world import World
 
 
@@ -67,7 +67,7 @@ def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarra
     W_cols = [xid[fr, fc]]
     W_vals = [np.ones(nx)]
     Ti, Tj, Tv = [], [], []
-    tr, tc_ = np.nonzero(np.ones((n, o), dtype=bool))
+    tr, tc_ = np.divmod(np.arange(n * o), o)       # every entry (i, t), row-major
     Ti.append(tr)
     Tj.append(tc_)
     Tv.append(np.where(free, -1.0, h - 1.0).reshape(-1))
@@ -78,10 +78,8 @@ def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarra
     up = [np.ones(n)]
     r0 = n
     # Geo-Ind rows
-    i, j = np.triu_indices(n, 1)
-    dij = req.D_NN[i, j]
-    keep = dij <= P.gamma
-    i, j, dij = i[keep], j[keep], dij[keep]
+    pairs, dij = neighbour_pairs(req.D_NN, P.gamma)
+    i, j = pairs[:, 0], pairs[:, 1]
     if len(i):
         f = np.exp(P.epsilon * dij)
         pi, pk = np.nonzero(free[i] | free[j])       # pair index, column
@@ -194,16 +192,24 @@ class LRGeoServer:
     def handle_table_request(self, req: TableRequest) -> TableResponse:
         if not isinstance(req, TableRequest):
             raise ProtocolError("expected a TableRequest")
+        self.circles[req.user] = (req.center.copy(), req.radius_km)
+        return self.table_rows(req.center, req.radius_km)
+
+    def table_rows(self, center: np.ndarray, radius_km: float) -> TableResponse:
+        """The reference-table rows for a circle (records nothing)."""
         t = self.table
-        d = haversine_km(req.center[None, :], t.fine_latlon)
-        inside = np.flatnonzero(d <= req.radius_km + t.half_diagonal_km)
+        d = haversine_km(np.asarray(center)[None, :], t.fine_latlon)
+        inside = np.flatnonzero(d <= radius_km + t.half_diagonal_km)
         nodes = np.unique(t.fine_node[inside])
         a, b = t.pair_key // t.n_nodes, t.pair_key % t.n_nodes
         keep = np.isin(a, nodes) & np.isin(b, nodes)
-        self.circles[req.user] = (req.center.copy(), req.radius_km)
-        return TableResponse(center=req.center, radius_km=req.radius_km, cell_km=t.cell_km,
+        return TableResponse(center=center, radius_km=radius_km, cell_km=t.cell_km,
                              fine_latlon=t.fine_latlon[inside], fine_node=t.fine_node[inside],
                              pair_key=t.pair_key[keep], pair_beta=t.pair_beta[keep], n_nodes=t.n_nodes)
+
+    def enrol(self, user) -> None:
+        """Run one user's side of the protocol up to its upload (table request, then request)."""
+        self.submit(user.obfuscation_request(self.handle_table_request(user.table_request())))
 
     def submit(self, req: ObfuscationRequest) -> None:
         """Validate and store a user's coefficients (replaces that user's earlier request)."""

@@ -18,7 +18,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
@@ -29,7 +28,7 @@ from ..base import Mechanism
 from ..certify import certify
 from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import lookup, travel_pairs
-from .world import World, pairs_within, project_km
+from .world import World, project_km
 
 
 @dataclass(frozen=True)
@@ -84,22 +83,19 @@ class LRGeoParams:
                    cell=table_cells * cell_km)
 
 
-def geo_ind_pairs(world: World, gamma: float) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (i < j) of the Geo-Ind graph over V and their Haversine lengths."""
-    if math.isinf(gamma):
-        i, j = np.triu_indices(world.K, 1)
-        return np.column_stack([i, j]), world.haversine[i, j]
-    return pairs_within(world.latlon, gamma, world.lat0)
+def neighbour_pairs(D: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (i < j) of a square distance matrix with D[i, j] <= gamma, and their distances."""
+    i, j = np.triu_indices(D.shape[0], 1)
+    d = D[i, j]
+    keep = d <= gamma
+    return np.column_stack([i[keep], j[keep]]), d[keep]
 
 
 def geo_ind_path_distance(world: World, gamma: float, source: int, limit: float) -> np.ndarray:
     """Path distances D[source, :] in the Geo-Ind graph (inf beyond ``limit``)."""
     if math.isinf(gamma):
         return world.haversine[source].copy()  # complete graph: the metric itself
-    E, d = geo_ind_pairs(world, gamma)
-    g = sp.csr_matrix((np.concatenate([d, d]), (np.concatenate([E[:, 0], E[:, 1]]),
-                                                np.concatenate([E[:, 1], E[:, 0]]))), shape=(world.K, world.K))
-    return dijkstra(g, directed=False, indices=int(source), limit=limit * (1 + 1e-12))
+    return dijkstra(world.geo_ind_graph(gamma), directed=False, indices=int(source), limit=limit * (1 + 1e-12))
 
 
 class LRGeoUser:
@@ -188,13 +184,21 @@ class LRGeoUser:
         Z[:, self.obf] = Zo
         return Z
 
+    def lower_bound_costs(self, cbar: np.ndarray) -> np.ndarray:
+        """(n, K) costs for the relaxed problem of Theorem 4.7: Eq. 33 where the user estimated
+        them (within r_obf), the exact p_i cbar elsewhere; both are <= the true cost."""
+        if self.c_low is None:
+            raise ValueError(f"{self.name}: build the obfuscation request first (it estimates the costs)")
+        low = cbar[self.lr] / self.n
+        within = self.D_NV[:, self.obf] <= self.params.r_obf
+        sub = low[:, self.obf]
+        sub[within] = self.c_low[within]
+        low[:, self.obf] = sub
+        return low
+
     def lr_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Geo-Ind pairs (row indices) within the LR set and their distances."""
-        D = self.D_NV[:, self.lr]
-        i, j = np.triu_indices(self.n, 1)
-        d = D[i, j]
-        keep = d <= self.params.gamma
-        return np.column_stack([i[keep], j[keep]]), d[keep]
+        return neighbour_pairs(self.D_NV[:, self.lr], self.params.gamma)
 
     def mechanism(self, resp: ObfuscationResponse) -> tuple[Mechanism, float]:
         """Certify the LR matrix on its LR pairs (exact audit); returns it and the mixing used."""

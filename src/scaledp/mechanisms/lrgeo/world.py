@@ -85,13 +85,35 @@ class World:
         return haversine_km(self.latlon[:, None, :], self.latlon[None, :, :])
 
     @cached_property
-    def travel(self) -> np.ndarray:
-        """(K, K) travel distances tc between the locations' road nodes, km (Dijkstra)."""
+    def _node_travel(self) -> tuple[np.ndarray, np.ndarray]:
+        """Travel distances between the distinct road nodes of the locations, and each
+        location's index among them (travel depends only on the node)."""
         uniq, inv = np.unique(self.node, return_inverse=True)
         d = dijkstra(self.road.graph, directed=False, indices=uniq)[:, uniq]
         if not np.all(np.isfinite(d)):
             raise ValueError(f"{self.name}: some locations are not connected on the road graph")
+        return d, inv
+
+    @cached_property
+    def travel(self) -> np.ndarray:
+        """(K, K) travel distances tc between the locations' road nodes, km (Dijkstra)."""
+        d, inv = self._node_travel
         return d[np.ix_(inv, inv)]
+
+    @cached_property
+    def _geo_ind_graphs(self) -> dict[float, sp.csr_matrix]:
+        return {}
+
+    def geo_ind_graph(self, gamma: float) -> sp.csr_matrix:
+        """The Geo-Ind graph for threshold ``gamma`` (finite): edges between locations within
+        gamma, weighted by Haversine distance; built once per gamma."""
+        g = self._geo_ind_graphs.get(gamma)
+        if g is None:
+            E, d = pairs_within(self.latlon, gamma, self.lat0)
+            g = sp.csr_matrix((np.concatenate([d, d]), (np.concatenate([E[:, 0], E[:, 1]]),
+                                                        np.concatenate([E[:, 1], E[:, 0]]))), shape=(self.K, self.K))
+            self._geo_ind_graphs[gamma] = g
+        return g
 
     @cached_property
     def target_prior(self) -> np.ndarray:
@@ -102,10 +124,9 @@ class World:
     def expected_cost(self) -> np.ndarray:
         """(K, K) cbar[i, k] = sum_l q_l |tc(i, l) - tc(k, l)| (Eq. 3-5 without p_i)."""
         # travel depends only on road nodes: work on distinct nodes, targets weighted by count
-        uniq, inv = np.unique(self.node, return_inverse=True)
-        T = self.travel[np.ix_(np.unique(inv, return_index=True)[1], np.unique(inv, return_index=True)[1])]
-        q = np.bincount(inv, weights=self.target_prior, minlength=len(uniq))
-        U = len(uniq)
+        T, inv = self._node_travel
+        q = np.bincount(inv, weights=self.target_prior, minlength=len(T))
+        U = len(T)
         cu = np.empty((U, U))
         step = max(1, 8_000_000 // (U * U))
         for s in range(0, U, step):
