@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import chisquare
 
-from scaledp import Mechanism, verify
-from scaledp.audit import audit_file
 from scaledp.mechanisms import exponential_mechanism, solve_pmo
 from scaledp.mechanisms.constopt import constopt_mechanism, weighted_exponential_mechanism
 from scaledp.mechanisms.optimal import optmech
 from scaledp.mechanisms.spanner import spanner_mechanism
 
 from .conftest import small_spaces
+from .mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
 SPACES = small_spaces()
 
@@ -46,8 +44,7 @@ class TestCommonSuite:
     def test_rows_sum_to_one_and_entries_are_probabilities(self, mech, space):
         Z = result(mech, space).mechanism.matrix
         assert Z.shape == (SPACES[space].n_records, SPACES[space].n_outputs)
-        assert np.all(Z >= 0) and np.all(Z <= 1)
-        assert np.max(np.abs(Z.sum(axis=1) - 1)) <= 1e-9
+        check_probabilities(Z)
 
     def test_exact_mdp_on_every_neighbouring_pair(self, mech, space):
         sp = SPACES[space]
@@ -55,39 +52,13 @@ class TestCommonSuite:
         edges, dist = sp.neighbor_pairs
         # the mechanism covers all pairs within eta, not only those kept by the reduction
         assert len(m.edges) == len(edges)
-        Z = m.matrix
-        f = np.exp(sp.epsilon * dist)[:, None]
-        assert np.all(Z[edges[:, 0]] <= f * Z[edges[:, 1]])
-        assert np.all(Z[edges[:, 1]] <= f * Z[edges[:, 0]])
-        assert verify(Z, sp.epsilon, edges, dist).passed
+        check_exact_mdp(m.matrix, sp.epsilon, edges, dist)
 
     def test_save_load_round_trip(self, mech, space, tmp_path):
-        m = result(mech, space).mechanism
-        p = m.save(tmp_path / "m.npz")
-        m2 = Mechanism.load(p)
-        assert np.array_equal(m2.matrix, m.matrix)
-        assert m2.epsilon == m.epsilon
-        assert np.array_equal(m2.edges, m.edges) and np.array_equal(m2.edge_distance, m.edge_distance)
-        assert m2.metadata["method"] == m.metadata["method"]
-        rep = audit_file(p)
-        assert rep.verify.passed
-        assert rep.expected_loss == pytest.approx(m.expected_loss(), rel=1e-12)
+        check_save_load(result(mech, space).mechanism, tmp_path)
 
     def test_sampling_frequencies_match_the_matrix(self, mech, space):
-        m = result(mech, space).mechanism
-        rng = np.random.default_rng(12345)
-        row = int(np.argmax(np.count_nonzero(m.matrix > 1e-3, axis=1)))
-        n = 20000
-        draws = m.sample(row, size=n, rng=rng)
-        p = m.matrix[row]
-        assert np.all(p[draws] > 0), "drew an output of probability 0"
-        obs = np.bincount(draws, minlength=m.n_outputs)
-        big = p * n >= 5  # chi-square validity: pool small cells
-        f_obs = np.append(obs[big], obs[~big].sum())
-        f_exp = np.append(p[big] * n, p[~big].sum() * n)
-        keep = f_exp > 0
-        stat = chisquare(f_obs[keep], f_exp[keep] * f_obs[keep].sum() / f_exp[keep].sum())
-        assert stat.pvalue > 1e-4
+        check_sampling(result(mech, space).mechanism)
 
 
 @pytest.mark.parametrize("space", list(SPACES))
