@@ -260,9 +260,13 @@ class BendersMaster:
         self.r_up.append(np.asarray(up, dtype=np.float64))
         self.n_cuts += R.shape[0]
 
-    def solve(self) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-        """Solve; return (y, theta, rigorous lower bound, objective, seconds)."""
+    def solve(self, time_limit: float | None = None) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
+        """Solve; return (y, theta, rigorous lower bound, objective, seconds), or None when
+        ``time_limit`` seconds ran out first."""
+        self.model.set_option("time_limit", float(time_limit) if time_limit is not None else INF)
         sol = self.model.solve()
+        if sol.status == "time_limit":
+            return None
         if sol.status != "optimal":
             raise RuntimeError(f"Benders master: HiGHS returned {sol.status!r}")
         A = sp.vstack(self.A_rows, format="csr") if len(self.A_rows) > 1 else self.A_rows[0]
@@ -304,7 +308,13 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     it = 0
     try:
         for it in range(1, max_iterations + 1):
-            y, theta, lb_it, obj, t_master = m.solve()
+            left = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t_start))
+            solved = m.solve(left)
+            if solved is None:  # the master alone used up the time limit
+                status = "time_limit"
+                it -= 1
+                break
+            y, theta, lb_it, obj, t_master = solved
             lb = max(lb, lb_it)
             t0 = time.perf_counter()
             results = run.solve_all(y, theta) if blocks else []
