@@ -29,12 +29,13 @@ def main() -> None:
     ap.add_argument("--mono-cap", type=float, default=900.0)
     ap.add_argument("--simplex-cap", type=float, default=None,
                     help="cap for dual simplex if different (it failed to finish grid-500 in 900 s in monolithic.md)")
+    ap.add_argument("--name", default="benders_vs_monolithic", help="results file name (without extension)")
     ap.add_argument("--paper-variant", action="store_true", help="also run without envelope cuts")
     a = ap.parse_args()
     rows, raw = [], []
 
     def save() -> None:  # after every row: a killed run keeps what it measured
-        write_table("benders_vs_monolithic", "Benders vs monolithic HiGHS (same instance, same run)",
+        write_table(a.name, "Benders vs monolithic HiGHS (same instance, same run)",
                     ["instance", "method", "status", "seconds", "iterations", "final gap", "expected loss",
                      "loss below ExpMech", "speed-up vs best monolithic"], rows,
                     notes=[f"M = {a.subsets} subsets, stop at gap {a.gap:g}; caps: Benders {a.benders_cap:g} s, "
@@ -68,8 +69,8 @@ def main() -> None:
                                           time_limit=a.benders_cap, envelope_cuts=env, progress=hist.append)
                 except RuntimeError as exc:  # no feasible point within the cap: record it, do not stop
                     last = hist[-1] if hist else {}
-                    row = [name, label, "no feasible point", last.get("elapsed"), last.get("iteration"), None, None,
-                           None, None]
+                    row = [name, label, "no feasible point", last.get("elapsed", a.benders_cap),
+                           last.get("iteration", 0), None, None, None, None]
                     print(row, exc, flush=True)
                     rows.append(row)
                     raw.append(row + [hist])
