@@ -172,7 +172,9 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     """Solve the PMO problem for ``space`` and return a certified mechanism.
 
     Args:
-        method: 'lp' (monolithic HiGHS per component) or 'benders' (Benders decomposition
+        method: 'lp' (monolithic HiGHS per component), 'outputs' (the decomposition over
+            outputs of :mod:`scaledp.mechanisms.pmo_outputs`; options ``gap``,
+            ``max_iterations``) or 'benders' (Benders decomposition
             over a partition; options ``partition``, ``subsets``, ``gap``, ``max_iterations``,
             ``initial_cuts``, ``seed``, ``runner_factory`` go to
             :func:`scaledp.mechanisms.pmo_benders.solve_pmo_benders`).
@@ -191,11 +193,24 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     Raises:
         SolverLimitError: the time limit was hit before a feasible solution existed.
     """
-    V.choice("method", method, ("lp", "benders"))
+    V.choice("method", method, ("lp", "benders", "outputs"))
     V.choice("solver", solver, SOLVERS)
     V.choice("objective", objective, OBJECTIVES)
-    if method == "benders" and objective != "expected":
+    if method in ("benders", "outputs") and objective != "expected":
         raise ValueError("objective='worst' is solved by the monolithic LP only (method='lp')")
+    if method == "outputs":
+        from .pmo_outputs import solve_pmo_outputs
+
+        allowed = {"gap", "max_iterations"}
+        if set(options) - allowed:
+            raise TypeError(f"unknown options for method 'outputs': {sorted(set(options) - allowed)}")
+        cb_o = None
+        if progress is not None:
+            def cb_o(h: dict[str, Any]) -> None:
+                progress(f"round {h['iteration']}: lower {h['lower_bound']:.6g}, upper {h['upper_bound']:.6g}, "
+                         f"gap {h['gap']:.3g}, columns {h['columns']}")
+        return solve_pmo_outputs(space, time_limit=time_limit, reduce=reduce, tolerance=tolerance, progress=cb_o,
+                                 **options)
     if method == "benders":
         from .pmo_benders import solve_pmo_benders
 

@@ -18,7 +18,7 @@ from .optimal import solve_pmo
 from .result import SolveResult
 from .spanner import spanner_mechanism
 
-METHODS = ("lp", "benders", "expmech", "optmech", "constopt", "spanner", "madlib", "laplace")
+METHODS = ("lp", "benders", "outputs", "expmech", "optmech", "constopt", "spanner", "madlib", "laplace")
 
 
 def run_method(space: Space, method: str, *, solver: str | None = None, time_limit: float | None = None,
@@ -28,7 +28,7 @@ def run_method(space: Space, method: str, *, solver: str | None = None, time_lim
                benders: dict[str, Any] | None = None) -> SolveResult | MonteCarloResult:
     """Run ``method`` on ``space`` with the options that apply to it (others are ignored).
 
-    lp / benders: paper 000's PMO (``objective`` 'expected' or 'worst' for lp); optmech: the
+    lp / benders / outputs: paper 000's PMO (``objective`` 'expected' or 'worst' for lp); optmech: the
     worst-case LP of paper 002; constopt: ConstOPTMech (``r``, ``lambdas``); spanner:
     SpannerMech (``delta``); madlib / laplace: Monte Carlo estimates (``draws``); expmech.
     ``solver=None`` takes each method's default (dual simplex for lp, benders and optmech;
@@ -39,6 +39,10 @@ def run_method(space: Space, method: str, *, solver: str | None = None, time_lim
         return exponential_mechanism(space)
     if method in ("lp", "benders", "optmech"):
         solver = solver or "simplex"
+    if method == "outputs":
+        opts = {k: v for k, v in (benders or {}).items() if k in ("gap", "max_iterations")}
+        return solve_pmo(space, method="outputs", time_limit=time_limit, reduce=reduce, tolerance=tolerance,
+                         progress=progress, **opts)
     if method in ("lp", "benders"):
         opts = dict(benders or {}) if method == "benders" else {}
         return solve_pmo(space, method=method, solver=solver, time_limit=time_limit, reduce=reduce,

@@ -1,0 +1,72 @@
+"""The decomposition over outputs: exact within the requested gap, rigorous bound, certified."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scaledp import build_space, solve_pmo
+from scaledp.datasets import gaussian, grid
+from scaledp.graph import MDPGraph
+from scaledp.mechanisms.pmo_outputs import solve_pmo_outputs
+
+from .mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
+
+
+@pytest.fixture(scope="module", params=["grid-travel", "gauss-disconnected"])
+def case(request):
+    if request.param == "grid-travel":
+        space = build_space(grid(5, 6, 1.0), epsilon=1.0, eta=1.5, n_outputs=8, cost="travel", seed=3)
+    else:  # eta small enough that the mDP graph falls apart into several components
+        space = build_space(gaussian(40, 2, seed=2), epsilon=1.0, eta=0.45, n_outputs=10, cost="distance", seed=4)
+    return space, solve_pmo(space).upper_bound
+
+
+def test_reaches_the_monolithic_optimum_within_the_gap(case):
+    space, optimum = case
+    hist = []
+    res = solve_pmo_outputs(space, gap=1e-4, progress=hist.append)
+    assert res.status == "optimal"
+    assert res.mechanism.verification.passed
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12          # the bound is rigorous
+    assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
+    assert res.gap <= 1e-4
+    lbs = [h["lower_bound"] for h in hist]
+    assert lbs == sorted(lbs)                                       # best bound so far
+    for h in hist:
+        assert h["lower_bound"] <= h["upper_bound"] * (1 + 1e-7) + 1e-12
+
+
+def test_the_disconnected_case_really_is_disconnected():
+    space = build_space(gaussian(40, 2, seed=2), epsilon=1.0, eta=0.45, n_outputs=10, cost="distance", seed=4)
+    assert MDPGraph.from_space(space).components[0] > 1
+
+
+def test_common_mechanism_checks_and_method_dispatch(case, tmp_path):
+    space, optimum = case
+    res = solve_pmo(space, method="outputs", gap=1e-3)
+    assert res.method == "outputs"
+    assert res.upper_bound <= optimum * (1 + 1e-3) + 1e-12
+    m = res.mechanism
+    check_probabilities(m.matrix)
+    check_exact_mdp(m.matrix, m.epsilon, *space.neighbor_pairs)
+    check_save_load(m, tmp_path)
+    check_sampling(m)
+
+
+def test_a_time_limit_still_returns_a_certified_mechanism_with_its_true_gap(case):
+    space, optimum = case
+    res = solve_pmo_outputs(space, gap=1e-9, max_iterations=1)
+    assert res.status in ("iteration_limit", "optimal")
+    assert res.mechanism.verification.passed
+    assert res.upper_bound >= optimum * (1 - 1e-7)
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12
+    assert np.isclose(res.gap, (res.upper_bound - res.lower_bound) / res.upper_bound)
+
+
+@pytest.mark.parametrize("kw, match", [({"gap": 0.0}, "gap"), ({"gap": -1.0}, "gap"),
+                                       ({"max_iterations": 0}, "max_iterations")])
+def test_bad_options(kw, match):
+    space = build_space(grid(3, 3, 1.0), epsilon=1.0, eta=1.5, n_outputs=3, cost="travel", seed=1)
+    with pytest.raises(ValueError, match=match):
+        solve_pmo_outputs(space, **kw)
