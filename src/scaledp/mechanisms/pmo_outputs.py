@@ -171,6 +171,25 @@ class _Master:
         g = np.concatenate(self.cost) if self.cost else np.zeros(0)
         return sol.row_dual, b, float(slack.sum()), float(g @ b), sol.seconds
 
+    def prune(self, lam: np.ndarray, b: np.ndarray, limit: int) -> int:
+        """Above ``limit`` columns, delete those at weight 0 with a positive reduced cost
+        (they can price out again later). Returns how many were deleted."""
+        if self.n_cols <= limit or not self.R:
+            return 0
+        R = np.hstack(self.R)
+        g = np.concatenate(self.cost)
+        owner = np.concatenate(self.owner)
+        rc = g - R.T @ lam
+        drop = (b <= 1e-12) & (rc > 1e-6)
+        if not drop.any():
+            return 0
+        idx = np.flatnonzero(drop)
+        self.model.h.deleteCols(int(len(idx)), (2 * self.n + idx).astype(np.int32))
+        keep = ~drop
+        self.R, self.cost, self.owner = [R[:, keep]], [g[keep]], [owner[keep]]
+        self.n_cols = int(keep.sum())
+        return int(len(idx))
+
     def matrix(self, b: np.ndarray, K: int) -> np.ndarray:
         Z = np.zeros((self.n, K))
         start = 0
@@ -285,6 +304,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
             tol = max(1e-9, tol / 100)   # no column prices out at these duals: solve the master tighter
         else:
             tol = max(1e-9, min(tol, rec["master_gap"] / 10))
+            rec["deleted"] = master.prune(lam, b, 2 * N)
             master.add(cols, C)
     if best is None:  # no exact master solve without slack yet: drop the box and solve exactly
         master.set_box(master.center, 1e6 * (1.0 + float(np.abs(master.center).max())))
