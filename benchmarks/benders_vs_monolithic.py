@@ -24,7 +24,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--instances", nargs="+", default=["road-500"])
     ap.add_argument("--partitioners", nargs="*", default=["kmeans-rec", "kmeans-dv", "metis"])
-    ap.add_argument("--solvers", nargs="+", default=["ipm", "simplex"])
+    ap.add_argument("--solvers", nargs="*", default=["ipm", "simplex"])
     ap.add_argument("--subsets", type=int, default=25)
     ap.add_argument("--gap", type=float, default=1e-2)
     ap.add_argument("--benders-cap", type=float, default=600.0)
