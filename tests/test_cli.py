@@ -77,3 +77,14 @@ def test_benders_from_the_cli_with_plots(tmp_path):
     assert s["method"] == "benders" and s["iterations"] >= 1 and s["gap"] <= 1e-3 + 1e-12
     for name in ("convergence.png", "partition.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_output_decomposition_from_the_cli(tmp_path):
+    res = CliRunner().invoke(main, ["solve", "--dataset", "grid:4x5", "--outputs", "6", "--epsilon", "2", "--eta", "1.5",
+                                    "--method", "outputs", "--gap", "1e-3", "--seed", "2", "--plot", str(tmp_path),
+                                    "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)
+    assert s["method"] == "outputs" and s["iterations"] >= 1 and s["gap"] <= 1e-3 + 1e-12 and s["audit_passed"]
+    assert (tmp_path / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "partition.png").exists()

@@ -150,8 +150,8 @@ def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: f
             from .plots import convergence_plot, partition_map
 
             convergence_plot(res.history, Path(plot_dir) / "convergence.png",
-                             f"Benders on {space.name}: N={space.n_records}, K={space.n_outputs}")
-            if space.points is not None and space.points.shape[1] == 2:
+                             f"{method} on {space.name}: N={space.n_records}, K={space.n_outputs}")
+            if "partition_labels" in res.stats and space.points is not None and space.points.shape[1] == 2:
                 partition_map(space.points, res.stats["partition_labels"], res.stats["boundary_mask"],
                               Path(plot_dir) / "partition.png", f"{partition}, M={subsets}",
                               latlon=space.metric == "haversine")

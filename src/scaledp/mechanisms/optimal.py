@@ -166,6 +166,18 @@ def worst_case_lower_bound(cost: np.ndarray, M: sp.csr_matrix, y_mdp: np.ndarray
     return lagrangian_lower_bound(cost * w[:, None], M, y_mdp)
 
 
+def _progress_lines(progress: Callable[[str], None] | None, word: str, key: str,
+                    name: str) -> Callable[[dict[str, Any]], None] | None:
+    """Turn a decomposition's per-round records into the CLI's one-line progress messages."""
+    if progress is None:
+        return None
+
+    def line(h: dict[str, Any]) -> None:
+        progress(f"{word} {h['iteration']}: lower {h['lower_bound']:.6g}, upper {h['upper_bound']:.6g}, "
+                 f"gap {h['gap']:.3g}, {name} {h[key]}")
+    return line
+
+
 def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time_limit: float | None = None,
               reduce: bool = True, tolerance: float = 1e-9, objective: str = "expected",
               progress: Callable[[str], None] | None = None, **options: Any) -> SolveResult:
@@ -204,25 +216,15 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
         allowed = {"gap", "max_iterations"}
         if set(options) - allowed:
             raise TypeError(f"unknown options for method 'outputs': {sorted(set(options) - allowed)}")
-        cb_o = None
-        if progress is not None:
-            def cb_o(h: dict[str, Any]) -> None:
-                progress(f"round {h['iteration']}: lower {h['lower_bound']:.6g}, upper {h['upper_bound']:.6g}, "
-                         f"gap {h['gap']:.3g}, columns {h['columns']}")
-        return solve_pmo_outputs(space, time_limit=time_limit, reduce=reduce, tolerance=tolerance, progress=cb_o,
-                                 **options)
+        return solve_pmo_outputs(space, time_limit=time_limit, reduce=reduce, tolerance=tolerance,
+                                 progress=_progress_lines(progress, "round", "columns", "columns"), **options)
     if method == "benders":
         from .pmo_benders import solve_pmo_benders
 
         if "partition" in options:
             options["partitioner"] = options.pop("partition")
-        cb = None
-        if progress is not None:
-            def cb(h: dict[str, Any]) -> None:
-                progress(f"iteration {h['iteration']}: lower {h['lower_bound']:.6g}, upper {h['upper_bound']:.6g}, "
-                         f"gap {h['gap']:.3g}, cuts {h['cuts_added']}")
-        return solve_pmo_benders(space, time_limit=time_limit, reduce=reduce, tolerance=tolerance, progress=cb,
-                                 **options)
+        return solve_pmo_benders(space, time_limit=time_limit, reduce=reduce, tolerance=tolerance,
+                                 progress=_progress_lines(progress, "iteration", "cuts_added", "cuts"), **options)
     if options:
         raise TypeError(f"unknown options for method {method!r}: {sorted(options)}")
     if time_limit is not None:
