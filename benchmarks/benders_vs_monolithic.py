@@ -81,7 +81,7 @@ def main() -> None:
                     raw.append(row + [hist])
                     save()
                     continue
-                ratio = (best_mono / r.timings["total"]) if best_mono else None
+                ratio = (best_mono / r.timings["total"]) if best_mono and r.status == "optimal" else None
                 row = [name, label, r.status, r.timings["total"], r.iterations, r.gap, r.upper_bound,
                        1 - r.upper_bound / em, ratio]
                 print(row, flush=True)
@@ -90,7 +90,7 @@ def main() -> None:
                 save()
         if a.outputs:
             r = solve_pmo_outputs(sp, gap=a.gap, time_limit=a.outputs_cap)
-            ratio = (best_mono / r.timings["total"]) if best_mono else None
+            ratio = (best_mono / r.timings["total"]) if best_mono and r.status == "optimal" else None
             row = [name, "decomposition over outputs", r.status, r.timings["total"], r.iterations, r.gap,
                    r.upper_bound, 1 - r.upper_bound / em, ratio]
             print(row, flush=True)

@@ -257,8 +257,10 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     t_master = t_price = t_cert = 0.0
     it = 0
     for it in range(1, max_iterations + 1):
-        approx_gap = history[-1]["master_gap"] if history else math.inf
-        exact = approx_gap <= 0.8 * gap or tol <= 1e-9
+        # crossover only when the last master had no slack (its matrix is a mechanism) and its
+        # value is within the requested gap of the bound; with slack its value means nothing
+        prev = history[-1] if history else None
+        exact = (prev is not None and prev["slack"] <= 1e-9 and prev["master_gap"] <= 0.8 * gap) or tol <= 1e-9
         lam, b, slack, obj, secs = master.solve(tol, exact)
         t_master += secs
         t0 = time.perf_counter()
