@@ -47,6 +47,12 @@ def main() -> None:
                            f"monolithic {a.mono_cap:g} s" + (f" (dual simplex {a.simplex_cap:g} s)" if a.simplex_cap else ""), "gap and loss are of the certified mechanism",
                            "instances: benchmarks/instances.py"], raw=raw)
 
+    def record(row: list, extra: list | None = None, note: object = "") -> None:
+        print(row, note, flush=True)
+        rows.append(row)
+        raw.append(row + (extra or []))
+        save()
+
     for name, sp in instances.available(a.instances):
         em = exponential_mechanism(sp).upper_bound
         best_mono = None
@@ -61,10 +67,7 @@ def main() -> None:
             except SolverLimitError:
                 row = [name, f"monolithic {solver}", "time_limit (no feasible point)", cap, None, None, None,
                        None, "-"]
-            print(row, flush=True)
-            rows.append(row)
-            raw.append(row)
-            save()
+            record(row)
         for part in a.partitioners:
             for env in ([True, False] if a.paper_variant else [True]):
                 label = f"benders {part}" + ("" if env else " (paper: no envelope cuts)")
@@ -76,28 +79,18 @@ def main() -> None:
                     last = hist[-1] if hist else {}
                     row = [name, label, "no feasible point", last.get("elapsed", a.benders_cap),
                            last.get("iteration", 0), None, None, None, None]
-                    print(row, exc, flush=True)
-                    rows.append(row)
-                    raw.append(row + [hist])
-                    save()
+                    record(row, [hist], exc)
                     continue
                 ratio = (best_mono / r.timings["total"]) if best_mono and r.status == "optimal" else None
                 row = [name, label, r.status, r.timings["total"], r.iterations, r.gap, r.upper_bound,
                        1 - r.upper_bound / em, ratio]
-                print(row, flush=True)
-                rows.append(row)
-                raw.append(row + [r.stats["boundary_records"], r.timings])
-                save()
+                record(row, [r.stats["boundary_records"], r.timings])
         if a.outputs:
             r = solve_pmo_outputs(sp, gap=a.gap, time_limit=a.outputs_cap)
             ratio = (best_mono / r.timings["total"]) if best_mono and r.status == "optimal" else None
             row = [name, "decomposition over outputs", r.status, r.timings["total"], r.iterations, r.gap,
                    r.upper_bound, 1 - r.upper_bound / em, ratio]
-            print(row, flush=True)
-            rows.append(row)
-            raw.append(row + [r.stats, r.timings, list(r.history)])
-            save()
-
+            record(row, [r.stats, r.timings, list(r.history)])
 
 
 if __name__ == "__main__":

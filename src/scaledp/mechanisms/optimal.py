@@ -211,11 +211,10 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     if method in ("benders", "outputs") and objective != "expected":
         raise ValueError("objective='worst' is solved by the monolithic LP only (method='lp')")
     if method == "outputs":
-        from .pmo_outputs import solve_pmo_outputs
+        from .pmo_outputs import OPTIONS, solve_pmo_outputs
 
-        allowed = {"gap", "max_iterations"}
-        if set(options) - allowed:
-            raise TypeError(f"unknown options for method 'outputs': {sorted(set(options) - allowed)}")
+        if set(options) - set(OPTIONS):
+            raise TypeError(f"unknown options for method 'outputs': {sorted(set(options) - set(OPTIONS))}")
         return solve_pmo_outputs(space, time_limit=time_limit, reduce=reduce, tolerance=tolerance,
                                  progress=_progress_lines(progress, "round", "columns", "columns"), **options)
     if method == "benders":

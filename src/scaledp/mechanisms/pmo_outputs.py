@@ -50,24 +50,14 @@ from ..lp.highs import INF, HighsLP
 from ..space import Space
 from .base import Mechanism
 from .certify import certify
+from .optimal import mdp_rows
 from .result import SolveResult, relative_gap
-
-
-def _cone_rows(n: int, edges: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr_matrix:
-    """Rows ``z_a - exp(eps d) z_b <= 0`` in both directions of every edge."""
-    m = len(edges)
-    f = np.exp(eps * dist)
-    r = np.arange(2 * m)
-    rows = np.concatenate([r, r])
-    cols = np.concatenate([edges[:, 0], edges[:, 1], edges[:, 1], edges[:, 0]])
-    vals = np.concatenate([np.ones(2 * m), -f, -f])
-    return sp.csr_matrix((vals, (rows, cols)), shape=(2 * m, n))
 
 
 class _Pricer:
     """One live HiGHS model of P per output; only the objective changes."""
 
-    def __init__(self, A: sp.csr_matrix, n: int, n_outputs: int, tolerance: float) -> None:
+    def __init__(self, A: sp.csr_matrix, n: int, tolerance: float) -> None:
         self.n = n
         self.lo = np.full(A.shape[0], -INF)
         self.up = np.zeros(A.shape[0])
@@ -76,7 +66,6 @@ class _Pricer:
         self.models: list[HighsLP] = []
         self.A = A
         self.tolerance = tolerance
-        self.n_outputs = n_outputs
         self.cols = np.arange(n, dtype=np.int32)
 
     def _model(self, k: int, w: np.ndarray) -> HighsLP:
@@ -121,7 +110,6 @@ class _Master:
 
     def __init__(self, n: int, tolerance: float, center: np.ndarray, delta: float) -> None:
         self.n = n
-        self.tolerance = tolerance
         I = sp.identity(n, format="csr")
         self.model = HighsLP(np.zeros(2 * n), sp.hstack([I, -I], format="csr"), np.ones(n), np.ones(n),
                              np.zeros(2 * n), np.full(2 * n, INF), solver="ipm", tolerance=tolerance, presolve=False)
@@ -214,6 +202,10 @@ def _new_columns(Z: np.ndarray, C: np.ndarray, lam: np.ndarray, comp: np.ndarray
     return good[:, np.sort(first)]
 
 
+OPTIONS = ("gap", "max_iterations")
+"""The options of :func:`solve_pmo_outputs` that ``solve_pmo(method='outputs')`` passes on."""
+
+
 def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                       time_limit: float | None = None, reduce: bool = True, tolerance: float = 1e-9,
                       progress: Callable[[dict[str, Any]], None] | None = None) -> SolveResult:
@@ -236,12 +228,15 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     graph = MDPGraph.from_space(space)
     implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
     edges, dist = graph.edges[~implied], graph.distance[~implied]
-    A = _cone_rows(N, edges, dist, eps)
+    # the cone C: one output's mDP rows, all "i -> j" rows first, then all "j -> i" (the order the
+    # measured runs used; the pricing LPs' pivoting, hence the columns generated, depend on it)
+    m = len(edges)
+    A = mdp_rows(N, 1, edges, dist, eps)[np.r_[0:2 * m:2, 1:2 * m:2]]
     D = graph.path_distances()
     tents = np.exp(-eps * D)            # column a: exp(-eps D(., a)), 0 outside a's component
     t_build = time.perf_counter() - t_start
 
-    pricer = _Pricer(A, N, K, tolerance)
+    pricer = _Pricer(A, N, tolerance)
     center = C.min(axis=1)               # lambda_i = min_k c[i,k]: a valid start with bound sum_i min_k c[i,k]
     delta = 0.1 * (float(np.max(C.max(axis=1) - C.min(axis=1))) or 1.0)
     master = _Master(N, tolerance, center, delta)
@@ -314,7 +309,6 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
         t_master += secs
         Zc, cert = certify(master.matrix(b, K), eps, *space.neighbor_pairs)
         ub, best = float(np.sum(C * Zc)), (Zc, cert)
-        lb = min(lb, ub)
     Zc, cert = best
     upper = ub * scale
     lower = min(lb * scale, upper)

@@ -40,7 +40,9 @@ def run_method(space: Space, method: str, *, solver: str | None = None, time_lim
     if method in ("lp", "benders", "optmech"):
         solver = solver or "simplex"
     if method == "outputs":
-        opts = {k: v for k, v in (benders or {}).items() if k in ("gap", "max_iterations")}
+        from .pmo_outputs import OPTIONS
+
+        opts = {k: v for k, v in (benders or {}).items() if k in OPTIONS}
         return solve_pmo(space, method="outputs", time_limit=time_limit, reduce=reduce, tolerance=tolerance,
                          progress=progress, **opts)
     if method in ("lp", "benders"):
