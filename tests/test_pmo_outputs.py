@@ -64,8 +64,47 @@ def test_a_time_limit_still_returns_a_certified_mechanism_with_its_true_gap(case
     assert np.isclose(res.gap, (res.upper_bound - res.lower_bound) / res.upper_bound)
 
 
+def test_the_result_does_not_depend_on_the_pricing_threads(case):
+    space, _ = case
+    one = solve_pmo_outputs(space, gap=1e-3, workers=1)
+    two = solve_pmo_outputs(space, gap=1e-3, workers=2)
+    assert one.iterations == two.iterations
+    assert one.upper_bound == two.upper_bound and one.lower_bound == two.lower_bound
+    assert np.array_equal(one.mechanism.matrix, two.mechanism.matrix)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.8])
+def test_fixed_smoothing_reaches_the_optimum_too(case, smoothing):
+    space, optimum = case
+    res = solve_pmo_outputs(space, gap=1e-4, smoothing=smoothing)
+    assert res.status == "optimal"
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12
+    assert res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
+
+
+def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
+    import scaledp.mechanisms.pmo_outputs as po
+    from scaledp.lp.dense import DenseLPResult
+
+    space, optimum = case
+
+    def failing(R, g, rhs, slack_costs=None, **kw):
+        m = R.shape[0]
+        return DenseLPResult(b=np.zeros(R.shape[1]), sp=np.zeros(m), sm=np.zeros(m), y=np.zeros(m),
+                             primal_objective=0.0, dual_objective=0.0, iterations=200, status="iteration_limit",
+                             error=1.0)
+
+    monkeypatch.setattr(po, "solve_dense_lp", failing)
+    res = solve_pmo_outputs(space, gap=1e-3)
+    assert res.stats["master_fallbacks"] > 0
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 2e-7) + 1e-12
+
+
 @pytest.mark.parametrize("kw, match", [({"gap": 0.0}, "gap"), ({"gap": -1.0}, "gap"),
-                                       ({"max_iterations": 0}, "max_iterations")])
+                                       ({"max_iterations": 0}, "max_iterations"), ({"workers": 0}, "workers"),
+                                       ({"smoothing": 1.0}, "smoothing"), ({"smoothing": -0.1}, "smoothing"),
+                                       ({"smoothing": "sometimes"}, "smoothing")])
 def test_bad_options(kw, match):
     space = build_space(grid(3, 3, 1.0), epsilon=1.0, eta=1.5, n_outputs=3, cost="travel", seed=1)
     with pytest.raises(ValueError, match=match):

@@ -118,8 +118,9 @@ def _run_method(space, method: str, solver: str | None, time_limit: float | None
 @click.option("--subsets", type=int, default=25, show_default=True, help="Benders: number of subsets M")
 @click.option("--gap", type=float, default=1e-2, show_default=True, help="Benders: stop at this relative gap")
 @click.option("--max-iterations", type=int, default=1000, show_default=True, help="Benders: iteration limit")
-@click.option("--workers", type=int, default=1, show_default=True,
-              help="Benders: subproblem processes (1 = serial; with --scheduler, Dask actors)")
+@click.option("--workers", type=int, default=None,
+              help="Benders: subproblem processes (default 1 = serial; with --scheduler, Dask actors); "
+                   "outputs: pricing threads (default: one per core)")
 @click.option("--scheduler", default=None, help="Benders: address of an existing Dask scheduler")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
               help="Benders: write convergence.png and (2-D data) partition.png here")
@@ -130,7 +131,7 @@ def _run_method(space, method: str, solver: str | None, time_limit: float | None
 def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
           objective: str, r: int, lambdas: str, delta: float, draws: int, solver: str | None,
           time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float,
-          max_iterations: int, workers: int, scheduler: str | None, plot_dir: str | None, no_reduce: bool,
+          max_iterations: int, workers: int | None, scheduler: str | None, plot_dir: str | None, no_reduce: bool,
           seed: int | None, out_path: str | None, as_json: bool) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with _friendly_errors():
@@ -141,8 +142,9 @@ def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: f
         res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json, partition=partition,
                           subsets=subsets, gap=gap, max_iterations=max_iterations,
                           seed=0 if seed is None else seed, tolerance=tolerance,
-                          executor="dask" if scheduler else ("process" if workers > 1 else "serial"),
-                          workers=workers, scheduler=scheduler, objective=objective, r=r, lambdas=lams,
+                          executor="dask" if scheduler else ("process" if (workers or 1) > 1 else "serial"),
+                          **({} if workers is None and method == "outputs" else {"workers": 1 if workers is None else workers}),
+                          scheduler=scheduler, objective=objective, r=r, lambdas=lams,
                           delta=delta, draws=draws)
         if out_path:
             res.mechanism.save(out_path)

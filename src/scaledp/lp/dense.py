@@ -99,8 +99,15 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
         M = sl.blas.dsyrk(1.0, np.asfortranarray((R * w).T), trans=1, lower=0)
         if box:
             M[np.diag_indices(m)] += d[n:n + m] + d[n + m:]
-        M[np.diag_indices(m)] += 1e-13 * max(1.0, float(np.trace(M)) / m)
-        return sl.cho_factor(M, lower=False, overwrite_a=True, check_finite=False)
+        scale = max(1.0, float(np.trace(M)) / m)
+        for reg in (1e-13, 1e-10, 1e-7):  # R may be (numerically) rank-deficient: regularise more
+            try:
+                Mr = M.copy()
+                Mr[np.diag_indices(m)] += reg * scale
+                return sl.cho_factor(Mr, lower=False, overwrite_a=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                continue
+        raise np.linalg.LinAlgError("normal equations not positive definite even with regularisation")
 
     F = factor(np.ones(n_all))
     x = At_mul(sl.cho_solve(F, rhs, check_finite=False))
@@ -137,7 +144,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
         mu = xs / n_all
         # near the end the scaling x/s spans 1e20 and more; when mu is at rounding level the
         # residuals cannot shrink further and only grow: keep the best iterate instead
-        if it == max_iter or mu < 1e-15 * (1.0 + abs(pobj)) / n_all or it - best[3] > 5:
+        if it == max_iter or mu < 1e-15 * (1.0 + abs(pobj)) / n_all or it - best[3] > 10:
             break
         d = x / s
         F = factor(d)

@@ -49,7 +49,7 @@ from .. import _validate as V
 from ..graph import MDPGraph
 from ..lp.benders import BlockSpec, lagrangian_affine
 from ..lp.dense import solve_dense_lp
-from ..lp.highs import INF, HighsLP
+from ..lp.highs import INF, HighsLP, solve_lp
 from ..space import Space
 from .base import Mechanism
 from .certify import certify
@@ -118,9 +118,8 @@ class _ColumnLP:
     columns make it feasible), which certification turns into an exact one.
     """
 
-    def __init__(self, n: int, tolerance: float, box: bool) -> None:
+    def __init__(self, n: int, tolerance: float) -> None:
         self.n = n
-        self.box = box
         self.tolerance = tolerance
         self.R = np.zeros((n, 0))
         self.owner = np.zeros(0, dtype=np.int64)
@@ -128,6 +127,8 @@ class _ColumnLP:
         self.center = np.zeros(n)
         self.delta = math.inf
         self.iterations = 0
+        self.fallbacks = 0   # solves handed to HiGHS because the dense IPM did not converge
+        self.protected = 0   # the first columns are never deleted (they keep the LP feasible)
 
     @property
     def n_cols(self) -> int:
@@ -142,18 +143,38 @@ class _ColumnLP:
         self.owner = np.concatenate([self.owner, owner])
         self.cost = np.concatenate([self.cost, g])
 
-    def solve(self) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-        """(duals, weights, total slack, objective without the box terms, seconds)."""
+    def solve(self, box: bool = True) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+        """(duals, weights, total slack, objective without the box terms, seconds); ``box``
+        False solves without the slack columns (every solution is then a mechanism)."""
         t0 = time.perf_counter()
-        slack_costs = (self.delta + self.center, self.delta - self.center) if self.box else None
+        slack_costs = (self.delta + self.center, self.delta - self.center) if box else None
         r = solve_dense_lp(self.R, self.cost, np.ones(self.n), slack_costs)
-        if r.status not in ("optimal", "inaccurate"):
-            raise RuntimeError(f"output decomposition master: the dense IPM stopped with {r.status!r} "
-                               f"after {r.iterations} iterations")
-        b = np.maximum(r.b, 0.0)
-        slack = float(np.maximum(r.sp, 0).sum() + np.maximum(r.sm, 0).sum())
-        self.iterations = r.iterations
-        return r.y, b, slack, float(self.cost @ b), time.perf_counter() - t0
+        if r.status in ("optimal", "inaccurate"):
+            y, b, sp_, sm_ = r.y, r.b, r.sp, r.sm
+        else:   # rare (a degenerate, badly conditioned master): HiGHS, slower but sure
+            self.fallbacks += 1
+            y, b, sp_, sm_ = self._highs(slack_costs)
+        b = np.maximum(b, 0.0)
+        slack = float(np.maximum(sp_, 0).sum() + np.maximum(sm_, 0).sum())
+        if box:
+            self.iterations = r.iterations
+        return y, b, slack, float(self.cost @ b), time.perf_counter() - t0
+
+    def _highs(self, slack_costs: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, ...]:
+        n, m = self.n_cols, self.n
+        A = sp.csr_matrix(self.R)
+        c = self.cost
+        if slack_costs is not None:
+            I = sp.identity(m, format="csr")
+            A = sp.hstack([A, I, -I], format="csr")
+            c = np.concatenate([c, *slack_costs])
+        sol = solve_lp(c, A, np.ones(m), np.ones(m), np.zeros(A.shape[1]), np.full(A.shape[1], INF),
+                       solver="ipm", tolerance=self.tolerance, presolve=False)
+        if sol.status != "optimal" or sol.x is None or sol.row_dual is None:
+            raise RuntimeError(f"output decomposition master: HiGHS returned {sol.status!r}")
+        x = sol.x
+        return sol.row_dual, x[:n], x[n:n + m] if slack_costs is not None else np.zeros(0), \
+            x[n + m:] if slack_costs is not None else np.zeros(0)
 
     def prune(self, lam: np.ndarray, b: np.ndarray, limit: int) -> int:
         """Above ``limit`` columns, delete those with (interior) weight near 0 and a positive
@@ -162,6 +183,7 @@ class _ColumnLP:
             return 0
         rc = self.cost - self.R.T @ lam
         drop = (b <= 1e-7 * max(1.0, float(b.max()))) & (rc > 1e-6)
+        drop[:self.protected] = False
         if not drop.any():
             return 0
         keep = ~drop
@@ -194,7 +216,7 @@ OPTIONS = ("gap", "max_iterations", "workers")
 
 def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                       time_limit: float | None = None, reduce: bool = True, tolerance: float = 1e-9,
-                      workers: int | None = None,
+                      workers: int | None = None, smoothing: float | str = "auto",
                       progress: Callable[[dict[str, Any]], None] | None = None) -> SolveResult:
     """Solve PMO by the decomposition over outputs and return a certified mechanism.
 
@@ -208,6 +230,14 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     if time_limit is not None:
         V.positive_float("time_limit", time_limit, allow_inf=True)
     workers = (os.cpu_count() or 1) if workers is None else V.int_in_range("workers", workers, 1)
+    auto_smoothing = isinstance(smoothing, str)
+    if auto_smoothing:
+        V.choice("smoothing", smoothing, ("auto",))
+        alpha = 0.5
+    else:
+        alpha = V.nonneg_float("smoothing", smoothing)
+        if alpha >= 1:
+            raise ValueError(f"smoothing must lie in [0, 1) or be 'auto', got {alpha}")
     t_start = time.perf_counter()
     N, K = space.n_records, space.n_outputs
     eps = space.epsilon
@@ -227,20 +257,21 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
 
     center = C.min(axis=1)               # lambda_i = min_k c[i,k]: a valid start with bound sum_i min_k c[i,k]
     delta = 0.1 * (float(np.max(C.max(axis=1) - C.min(axis=1))) or 1.0)
-    boxed = _ColumnLP(N, tolerance, box=True)   # gives the duals (stabilised)
-    boxed.set_box(center, delta)
-    free = _ColumnLP(N, tolerance, box=False)   # gives mechanisms (the upper bound)
+    master = _ColumnLP(N, tolerance)     # solved with the box: the duals (stabilised)
+    master.set_box(center, delta)
+    free = _ColumnLP(N, tolerance)       # solved without: mechanisms (the upper bound)
 
     def add(R: np.ndarray) -> None:
         costs = C.T @ R                  # (K, n_new): c_k' r_s
         owner = np.argmin(costs, axis=0)
         g = costs[owner, np.arange(R.shape[1])]
-        boxed.add(R, owner, g)
+        master.add(R, owner, g)
         free.add(R, owner, g)
 
     n_comp, comp = graph.components
     add((comp[:, None] == np.arange(n_comp)[None, :]).astype(np.float64))  # one all-ones per component
     add(tents)
+    free.protected = free.n_cols        # kept: through the all-ones columns the free master is feasible
     lb = float(center.sum())
     ub = math.inf
     best: tuple[np.ndarray, Any] | None = None
@@ -263,17 +294,35 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     pricer = _Pricer(A, N, tolerance, workers)
     try:
         for it in range(1, max_iterations + 1):
-            lam, b, slack, obj, secs = boxed.solve()
+            lam, b, slack, obj, secs = master.solve()
             t_master += secs
             t0 = time.perf_counter()
-            bounds, Znew, p_iters = pricer.price(C, lam)
+            # dual price smoothing (Wentges): price at a point between the stability centre and
+            # the master's duals; if none of its columns prices out at the master's duals
+            # (a mis-pricing), price at the master's duals themselves
+            lam_s = master.center + (1.0 - alpha) * (lam - master.center) if it > 1 and alpha > 0 else lam
+            bounds, Znew, p_iters = pricer.price(C, lam_s)
+            lb_here, lam_lb = float(lam_s.sum() + bounds.sum()), lam_s
+            if auto_smoothing and lam_s is not lam:
+                # Pessoa et al. (2018): if the Lagrangian rises from the smoothed point towards
+                # the master's duals (subgradient 1 - sum_k z_k), smooth less; else smooth more
+                if float((1.0 - Znew.sum(axis=1)) @ (lam - lam_s)) > 0:
+                    alpha = max(0.0, alpha - 0.1)
+                else:
+                    alpha = min(0.95, alpha + 0.1 * (1.0 - alpha))
+            cols = _new_columns(Znew, C, lam, comp, n_comp)
+            if cols.shape[1] == 0 and lam_s is not lam:
+                bounds, Znew, extra = pricer.price(C, lam)
+                p_iters += extra
+                cols = _new_columns(Znew, C, lam, comp, n_comp)
+                if float(lam.sum() + bounds.sum()) > lb_here:
+                    lb_here, lam_lb = float(lam.sum() + bounds.sum()), lam
             tp = time.perf_counter() - t0
             t_price += tp
-            lb_here = float(lam.sum() + bounds.sum())
-            if lb_here > lb:             # a serious step: move the box to these duals
+            serious = lb_here > lb
+            if serious:                  # a serious step: move the box to these duals
                 lb = lb_here
-                boxed.set_box(lam, boxed.delta)
-            cols = _new_columns(Znew, C, lam, comp, n_comp)
+                master.set_box(lam_lb, master.delta)
             secs_free = 0.0
             if lb > lb_at_free and (not math.isfinite(ub) or gap < relative_gap(ub, lb) <= 2 * gap
                                     or it - it_free >= 5):
@@ -282,21 +331,26 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                 # while the lower bound moves 3%), so it is solved when the gap is near the
                 # target, or every 5 rounds
                 it_free = it
-                lam_f, b_f, _, obj_f, secs_free = free.solve()
+                lam_f, b_f, _, obj_f, secs_free = free.solve(box=False)
                 t_free += secs_free
                 lb_at_free = lb
                 if obj_f < ub:
                     certified(free, b_f)
                 free.prune(lam_f, b_f, 4 * N)
+                if slack < 0.01 * N:
+                    # the stabilised master's own matrix has row sums 1 +- its slack; certification
+                    # rescales the rows and mixes in the uniform mechanism, and that is sometimes
+                    # cheaper than the exact cover
+                    certified(master, b)
             if math.isfinite(ub) and lb > ub * (1 + 1e-7) + 1e-12:
                 raise AssertionError(f"lower bound {lb} exceeds the certified cost {ub}")
             g = relative_gap(ub, lb) if math.isfinite(ub) else math.inf
             rec = {"iteration": it, "lower_bound": lb * scale, "upper_bound": ub * scale, "gap": g,
-                   "master_objective": obj * scale, "slack": slack, "box": boxed.delta,
-                   "cuts_added": int(cols.shape[1]), "columns": boxed.n_cols, "master_seconds": secs,
-                   "master_iterations": boxed.iterations,
+                   "master_objective": obj * scale, "slack": slack, "box": master.delta,
+                   "cuts_added": int(cols.shape[1]), "columns": master.n_cols, "master_seconds": secs,
+                   "master_iterations": master.iterations,
                    "free_master_seconds": secs_free, "sub_seconds": tp, "pricing_iterations": p_iters,
-                   "elapsed": time.perf_counter() - t_start}
+                   "smoothing": alpha, "elapsed": time.perf_counter() - t_start}
             history.append(rec)
             if progress is not None:
                 progress(rec)
@@ -307,22 +361,24 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                 status = "time_limit"
                 break
             if cols.shape[1] == 0:
-                if slack > 1e-6:         # the box binds: widen it
-                    boxed.set_box(boxed.center, boxed.delta * 10)
+                if serious:              # the box has moved to better duals: go on from there
+                    pass
+                elif slack > 1e-6:       # the box binds where it stands: widen it
+                    master.set_box(master.center, master.delta * 10)
                 else:                    # no column prices out and the box does not bind: done
-                    lam_f, b_f, _, _, secs_free = free.solve()
+                    _, b_f, _, _, secs_free = free.solve(box=False)
                     t_free += secs_free
                     certified(free, b_f)
                     g = relative_gap(ub, lb)
                     status = "optimal" if g <= gap else "stalled"
                     break
             else:
-                rec["deleted"] = boxed.prune(lam, b, 2 * N)
+                rec["deleted"] = master.prune(lam, b, 2 * N)
                 add(cols)
     finally:
         pricer.close()
     if best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
-        lam_f, b_f, _, _, secs_free = free.solve()
+        _, b_f, _, _, secs_free = free.solve(box=False)
         t_free += secs_free
         certified(free, b_f)
     Zc, cert = best
@@ -332,9 +388,10 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     mech = Mechanism(Zc, eps, all_e, all_d, output_records=space.output_records, cost=space.cost,
                      prior=space.prior, metadata={"method": "outputs", "eta": space.eta, "instance": space.name,
                                                   "certify_mixing": cert.mixing})
-    stats = {"n_records": N, "n_outputs": K, "columns": boxed.n_cols, "edges": int(len(all_e)),
+    stats = {"n_records": N, "n_outputs": K, "columns": master.n_cols, "edges": int(len(all_e)),
              "edges_kept": int(len(edges)), "constraints_before": 2 * len(all_e) * K + N,
-             "constraints_after": 2 * len(edges) * K + N, "certify_mixing": cert.mixing, "workers": workers}
+             "constraints_after": 2 * len(edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
+             "master_fallbacks": master.fallbacks + free.fallbacks}
     timings = {"build": t_build, "master": t_master, "free_master": t_free, "pricing": t_price,
                "certify": t_cert, "total": time.perf_counter() - t_start}
     return SolveResult(mechanism=mech, method="outputs", status=status, upper_bound=upper, lower_bound=lower,

@@ -1,0 +1,83 @@
+"""The dense interior-point solver of column-generation masters (scaledp.lp.dense)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from scaledp.lp.dense import solve_dense_lp
+from scaledp.lp.highs import INF, solve_lp
+
+
+def _highs(R, g, rhs, slack_costs=None):
+    m, n = R.shape
+    if slack_costs is not None:
+        A = np.hstack([R, np.eye(m), -np.eye(m)])
+        c = np.concatenate([g, *slack_costs])
+    else:
+        A, c = R, g
+    sol = solve_lp(c, sp.csr_matrix(A), rhs, rhs, np.zeros(A.shape[1]), np.full(A.shape[1], INF))
+    assert sol.status == "optimal"
+    return sol.objective
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("box", [False, True])
+def test_matches_highs_on_random_masters(seed, box):
+    rng = np.random.default_rng(seed)
+    m, n = 30, 80
+    R = rng.random((m, n)) ** 3                  # dense, positive, like the PMO masters
+    R[:, :m] += np.eye(m)                        # feasible: the identity part covers every row
+    g = rng.random(n) + 0.1
+    rhs = np.ones(m)
+    costs = (rng.random(m) + 0.05, rng.random(m) + 0.05) if box else None
+    r = solve_dense_lp(R, g, rhs, costs)
+    assert r.status == "optimal"
+    ref = _highs(R, g, rhs, costs)
+    assert r.primal_objective == pytest.approx(ref, rel=1e-6, abs=1e-8)
+    assert r.dual_objective == pytest.approx(ref, rel=1e-6, abs=1e-8)
+    # the point is primal feasible up to the tolerance, and the duals are dual feasible
+    res = R @ r.b + (r.sp - r.sm if box else 0) - rhs
+    assert np.abs(res).max() < 1e-6
+    assert (r.b >= 0).all()
+    assert (g - R.T @ r.y).min() > -1e-6
+    if box:
+        assert (costs[0] - r.y).min() > -1e-6 and (costs[1] + r.y).min() > -1e-6
+
+
+def test_rank_deficient_and_duplicate_columns():
+    rng = np.random.default_rng(7)
+    m = 20
+    base = np.eye(m) + 0.1 * rng.random((m, m))
+    R = np.hstack([base, base[:, :5], base[:, :5]])     # repeated columns
+    g = np.concatenate([np.ones(m), 0.9 * np.ones(5), 0.9 * np.ones(5)])
+    r = solve_dense_lp(R, g, np.ones(m))
+    assert r.status == "optimal"
+    assert r.primal_objective == pytest.approx(_highs(R, g, np.ones(m)), rel=1e-6)
+
+
+def test_fewer_columns_than_rows_with_box():
+    rng = np.random.default_rng(3)
+    m = 25
+    R = rng.random((m, 4))
+    r = solve_dense_lp(R, np.ones(4), np.ones(m), (np.full(m, 2.0), np.full(m, 1.0)))
+    assert r.status == "optimal"
+    assert r.primal_objective == pytest.approx(_highs(R, np.ones(4), np.ones(m), (np.full(m, 2.0), np.full(m, 1.0))),
+                                               rel=1e-6)
+
+
+def test_infeasible_is_not_reported_optimal():
+    R = np.ones((3, 4))
+    r = solve_dense_lp(R, np.ones(4), -np.ones(3))   # R b = -1 with R, b >= 0: infeasible
+    assert r.status != "optimal"
+    assert r.error > 1e-6
+
+
+@pytest.mark.parametrize("bad", [
+    dict(R=np.ones((3, 4)), g=np.ones(3), rhs=np.ones(3)),
+    dict(R=np.ones((3, 4)), g=np.ones(4), rhs=np.ones(4)),
+    dict(R=np.full((3, 4), np.nan), g=np.ones(4), rhs=np.ones(3)),
+    dict(R=np.ones((3, 4)), g=np.ones(4), rhs=np.ones(3), slack_costs=(np.ones(2), np.ones(3))),
+])
+def test_bad_input(bad):
+    with pytest.raises(ValueError):
+        solve_dense_lp(**bad)
