@@ -138,13 +138,14 @@ def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: f
         if out_path and method in ("madlib", "laplace"):
             raise ValueError(f"--out: {method} has no exact matrix to write (its losses are Monte Carlo estimates)")
         lams = _parse_lambdas(lambdas)
+        if workers is None and method != "outputs":
+            workers = 1   # Benders: serial unless asked; outputs: None = one pricing thread per core
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json, partition=partition,
                           subsets=subsets, gap=gap, max_iterations=max_iterations,
                           seed=0 if seed is None else seed, tolerance=tolerance,
                           executor="dask" if scheduler else ("process" if (workers or 1) > 1 else "serial"),
-                          **({} if workers is None and method == "outputs" else {"workers": 1 if workers is None else workers}),
-                          scheduler=scheduler, objective=objective, r=r, lambdas=lams,
+                          workers=workers, scheduler=scheduler, objective=objective, r=r, lambdas=lams,
                           delta=delta, draws=draws)
         if out_path:
             res.mechanism.save(out_path)

@@ -92,8 +92,8 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
     def factor(d: np.ndarray) -> tuple:
         # the upper triangle of R diag(d) R' by one BLAS syrk (half the flops of a product).
         # Near the end x/s spans 1e300: columns with a weight below 1e-30 of the largest add
-        # nothing, and their products would be subnormal numbers, which made each product
-        # ten times slower; they are left out
+        # nothing and are left out (a guard against subnormal products; the slowdowns we
+        # measured came from BLAS threads, see solve_dense_lp, not from these)
         w = np.sqrt(d[:n])
         w[w < 1e-30 * float(w.max())] = 0.0
         M = sl.blas.dsyrk(1.0, np.asfortranarray((R * w).T), trans=1, lower=0)
@@ -150,7 +150,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
         F = factor(d)
 
         def direction(rc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            dy = sl.cho_solve(F, rp - A_mul(rc / s) + A_mul(d * rd), check_finite=False)
+            dy = sl.cho_solve(F, rp - A_mul(rc / s - d * rd), check_finite=False)
             ds = rd - At_mul(dy)
             return rc / s - d * ds, dy, ds
 

@@ -186,7 +186,7 @@ def solve_pmo(space: Space, *, method: str = "lp", solver: str = "simplex", time
     Args:
         method: 'lp' (monolithic HiGHS per component), 'outputs' (the decomposition over
             outputs of :mod:`scaledp.mechanisms.pmo_outputs`; options ``gap``,
-            ``max_iterations``) or 'benders' (Benders decomposition
+            ``max_iterations``, ``workers``) or 'benders' (Benders decomposition
             over a partition; options ``partition``, ``subsets``, ``gap``, ``max_iterations``,
             ``initial_cuts``, ``seed``, ``runner_factory`` go to
             :func:`scaledp.mechanisms.pmo_benders.solve_pmo_benders`).

@@ -177,9 +177,8 @@ class _ColumnLP:
                        solver="ipm", tolerance=self.tolerance, presolve=False)
         if sol.status != "optimal" or sol.x is None or sol.row_dual is None:
             raise RuntimeError(f"output decomposition master: HiGHS returned {sol.status!r}")
-        x = sol.x
-        return sol.row_dual, x[:n], x[n:n + m] if slack_costs is not None else np.zeros(0), \
-            x[n + m:] if slack_costs is not None else np.zeros(0)
+        x = sol.x   # [b, s+, s-]; the slack parts are empty without the box
+        return sol.row_dual, x[:n], x[n:n + m], x[n + m:]
 
     def prune(self, lam: np.ndarray, b: np.ndarray, limit: int) -> int:
         """Above ``limit`` columns, delete those with (interior) weight near 0 and a positive
@@ -299,6 +298,15 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
         if val < ub:
             ub, best = val, (Zc, cert)
 
+    def solve_free() -> tuple[np.ndarray, np.ndarray, float]:
+        """Solve the free master and certify its matrix unless its value cannot beat ``ub``."""
+        nonlocal t_free
+        lam_f, b_f, _, obj_f, secs_f = free.solve(box=False)
+        t_free += secs_f
+        if obj_f < ub:
+            certified(free, b_f)
+        return lam_f, b_f, secs_f
+
     pricer = _Pricer(A, N, tolerance, workers)
     try:
         for it in range(1, max_iterations + 1):
@@ -323,8 +331,9 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                 bounds, Znew, extra = pricer.price(C, lam)
                 p_iters += extra
                 cols = _new_columns(Znew, C, lam, comp, n_comp)
-                if float(lam.sum() + bounds.sum()) > lb_here:
-                    lb_here, lam_lb = float(lam.sum() + bounds.sum()), lam
+                lb_master = float(lam.sum() + bounds.sum())
+                if lb_master > lb_here:
+                    lb_here, lam_lb = lb_master, lam
             tp = time.perf_counter() - t0
             t_price += tp
             serious = lb_here > lb
@@ -339,11 +348,8 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                 # while the lower bound moves 3%), so it is solved when the gap is near the
                 # target, or every 5 rounds
                 it_free = it
-                lam_f, b_f, _, obj_f, secs_free = free.solve(box=False)
-                t_free += secs_free
                 lb_at_free = lb
-                if obj_f < ub:
-                    certified(free, b_f)
+                lam_f, b_f, secs_free = solve_free()
                 free.prune(lam_f, b_f, 4 * N)
                 if slack < 0.01 * N:
                     # the stabilised master's own matrix has row sums 1 +- its slack; certification
@@ -368,27 +374,21 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
             if time_limit is not None and time.perf_counter() - t_start >= time_limit:
                 status = "time_limit"
                 break
-            if cols.shape[1] == 0:
-                if serious:              # the box has moved to better duals: go on from there
-                    pass
-                elif slack > 1e-6:       # the box binds where it stands: widen it
+            if cols.shape[1] > 0:
+                rec["deleted"] = master.prune(lam, b, 2 * N)
+                add(cols)
+            elif not serious:            # nothing prices out and the box did not move
+                if slack > 1e-6:         # the box binds where it stands: widen it
                     master.set_box(master.center, master.delta * 10)
-                else:                    # no column prices out and the box does not bind: done
-                    _, b_f, _, _, secs_free = free.solve(box=False)
-                    t_free += secs_free
-                    certified(free, b_f)
+                else:                    # and it does not bind: done
+                    solve_free()
                     g = relative_gap(ub, lb)
                     status = "optimal" if g <= gap else "stalled"
                     break
-            else:
-                rec["deleted"] = master.prune(lam, b, 2 * N)
-                add(cols)
     finally:
         pricer.close()
     if best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
-        _, b_f, _, _, secs_free = free.solve(box=False)
-        t_free += secs_free
-        certified(free, b_f)
+        solve_free()
     Zc, cert = best
     upper = ub * scale
     lower = min(lb * scale, upper)
