@@ -106,3 +106,61 @@ def test_audit_file_works_on_a_file_written_without_scaledp(tmp_path):
 def test_quantile_rejects_bad_q():
     with pytest.raises(ValueError, match="q must lie in"):
         quantile_loss(np.eye(2), np.ones((2, 2)), 0.0)
+
+
+def _cone_matrix(n: int, k: int, eps: float, seed: int):
+    """Records on a line (neighbours within 1.5), and a matrix whose every column is a sum of
+    tents exp(-eps D(., a)) (so exactly in the mDP cone) but whose rows do not sum to 1."""
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, n / 2, n))
+    E = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if x[j] - x[i] <= 1.5])
+    d = x[E[:, 1]] - x[E[:, 0]]
+    D = np.abs(x[:, None] - x[None, :])       # on a line with these edges, the path distance
+    tents = np.exp(-eps * D)
+    W = rng.exponential(1.0, (n, k)) * (rng.random((n, k)) < 0.2)
+    Z = tents @ W
+    Z *= rng.uniform(0.9, 1.1, n)[:, None].mean() / Z.sum(axis=1).mean()
+    cost = np.abs(x[:, None] - rng.uniform(0, n / 2, k)[None, :])
+    return Z, cost, E, d
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rebalance_rows_is_the_optimum_of_its_lp_and_beats_plain_certification(seed):
+    from scipy.optimize import linprog
+
+    from scaledp.mechanisms.certify import rebalance_rows
+    n, k, eps = 30, 8, 1.3
+    Z, cost, E, d = _cone_matrix(n, k, eps, seed)
+    r = Z.sum(axis=1)
+    assert np.ptp(r) > 0.05                          # rows really are off
+    Z2 = rebalance_rows(Z, cost, eps, E, d, batch=50)   # small batches: several generation rounds
+    np.testing.assert_allclose(Z2.sum(axis=1), 1.0, atol=1e-12)
+    assert verify(Z2, eps * (1 + 1e-6), E, d).passed
+    Zc, rep = certify(Z2, eps, E, d)
+    assert rep.mixing < 1e-6
+    # the same LP with every row written out, solved at once
+    I, J = np.r_[E[:, 0], E[:, 1]], np.r_[E[:, 1], E[:, 0]]
+    f = np.exp(eps * np.r_[d, d])
+    rows = []
+    for p in range(len(I)):
+        for q in range(k):
+            row = np.zeros(n)
+            row[I[p]] += Z[I[p], q] - r[I[p]] / k
+            row[J[p]] -= f[p] * (Z[J[p], q] - r[J[p]] / k)
+            rows.append(row)
+    rhs = np.repeat((f - 1) / k, k)
+    obj = (cost * Z).sum(axis=1) - r * cost.mean(axis=1)
+    full = linprog(obj, A_ub=np.array(rows), b_ub=rhs, bounds=list(zip(np.zeros(n), 1 / r)), method="highs")
+    assert full.status == 0
+    best = full.fun + cost.mean(axis=1).sum()
+    assert float(np.sum(cost * Z2)) == pytest.approx(best, rel=1e-7)
+    # and it is cheaper than dividing the rows (certify alone) and than the uniform mechanism
+    plain, _ = certify(Z, eps, E, d)
+    assert np.sum(cost * Zc) < np.sum(cost * plain)
+    assert np.sum(cost * Zc) <= cost.mean(axis=1).sum() + 1e-9
+
+
+def test_rebalance_rows_rejects_mismatched_cost():
+    from scaledp.mechanisms.certify import rebalance_rows
+    with pytest.raises(ValueError, match="one shape"):
+        rebalance_rows(np.ones((3, 2)), np.ones((3, 3)), 1.0, np.array([[0, 1]]), np.array([1.0]))

@@ -94,6 +94,65 @@ def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndar
     return lam, vmax
 
 
+def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.ndarray,
+                   edge_distance: np.ndarray, *, max_rounds: int = 50, batch: int = 5000) -> np.ndarray:
+    """The cheapest per-row mix of ``matrix`` with the uniform mechanism that has rows summing to
+    1 and keeps epsilon-mDP: ``Z2[i] = a_i Z[i] + (1 - a_i r_i) / K`` with ``r_i`` the row sums
+    of ``Z`` (clipped at 0) and ``0 <= a_i <= 1 / r_i``.
+
+    For a matrix whose columns satisfy mDP but whose rows do not sum to 1 (a stabilised
+    column-generation master's), this is far cheaper than :func:`certify`'s row division,
+    which breaks ratios by ``r_j / r_i`` and needs one large mixing weight to mend them.
+
+    The mDP rows ``Z2[i,k] <= exp(eps d) Z2[j,k]`` are linear in ``a`` (two variables each), so
+    this is an LP with N variables and 2 K rows per pair; it is solved by HiGHS, adding only
+    the violated rows (at most ``batch`` per round) until none is. ``a = 0`` (the uniform
+    mechanism) is always feasible. The result holds to the LP's tolerance; pass it to
+    :func:`certify` for an exact guarantee. If HiGHS fails, the clipped input is returned.
+    """
+    from ..lp.highs import INF, HighsLP   # the one module that talks to HiGHS
+
+    Z = np.maximum(np.asarray(matrix, dtype=np.float64), 0.0)
+    C = np.asarray(cost, dtype=np.float64)
+    if Z.ndim != 2 or C.shape != Z.shape:
+        raise ValueError(f"matrix and cost must be 2-D of one shape, got {Z.shape} and {C.shape}")
+    n, k = Z.shape
+    E = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    d = np.asarray(edge_distance, dtype=np.float64).reshape(-1)
+    r = Z.sum(axis=1)
+    if len(E) == 0:
+        return Z / np.where(r > 0, r, 1.0)[:, None] + np.where(r > 0, 0.0, 1.0 / k)[:, None]
+    I, J = np.r_[E[:, 0], E[:, 1]], np.r_[E[:, 1], E[:, 0]]
+    f = np.exp(float(epsilon) * np.r_[d, d])[:, None]
+    A_i = Z[I] - r[I, None] / k                  # a_i A_i - a_j f (Z[j] - r_j / K) <= (f - 1) / K
+    A_j = -f * (Z[J] - r[J, None] / k)
+    rhs = np.broadcast_to((f - 1.0) / k, A_i.shape)
+    ubar = C.mean(axis=1)
+    obj = (C * Z).sum(axis=1) - r * ubar        # cost of Z2 = sum_i ubar_i + sum_i a_i obj_i
+    upper = np.where(r > 0, 1.0 / np.where(r > 0, r, 1.0), 0.0)
+    lp = HighsLP(obj, sp.csr_matrix((0, n)), np.zeros(0), np.zeros(0), np.zeros(n), upper,
+                 solver="simplex", tolerance=1e-9, presolve=False)
+    added = np.zeros(A_i.shape, dtype=bool)
+    for _ in range(max_rounds):
+        sol = lp.solve()
+        if sol.status != "optimal" or sol.x is None:
+            return Z
+        a = np.clip(sol.x, 0.0, upper)
+        v = A_i * a[I, None] + A_j * a[J, None] - rhs
+        v[added] = -1.0
+        bad = np.flatnonzero(v > 1e-12)
+        if bad.size == 0:
+            return a[:, None] * Z + (1.0 - a * r)[:, None] / k
+        bad = bad[np.argsort(-v.flat[bad])[:batch]]
+        p, q = np.unravel_index(bad, v.shape)
+        m = len(p)
+        rows = sp.csr_matrix((np.r_[A_i[p, q], A_j[p, q]], (np.r_[np.arange(m), np.arange(m)], np.r_[I[p], J[p]])),
+                             shape=(m, n))
+        lp.add_rows(rows, np.full(m, -INF), rhs[p, q])
+        added[p, q] = True
+    return Z
+
+
 def certify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,
             *, max_rounds: int = 60) -> tuple[np.ndarray, CertifyReport]:
     """Return a copy of ``matrix`` repaired to satisfy exact epsilon-mDP on ``edges`` (both
