@@ -289,6 +289,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     lb_at_free = -math.inf
     it_free = 0
     rebalance_wait = rebalance_skip = 0
+    rebalanced = [0, 0]                  # tried, gave the best mechanism
     it = 0
 
     def certified(lp: _ColumnLP, b: np.ndarray, rebalance: bool = False) -> bool:
@@ -367,7 +368,9 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                     # far cheaper than the free master's exact cover (text-500: 0.7% above the
                     # optimum where the free master is 3% above). When it does not give the best
                     # mechanism, it is tried again only after 1, 2, 4, ... chances
+                    rebalanced[0] += 1
                     if certified(master, b, rebalance=True):
+                        rebalanced[1] += 1
                         rebalance_wait = 0
                     else:
                         rebalance_wait = max(1, 2 * rebalance_wait)
@@ -415,7 +418,8 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     stats = {"n_records": N, "n_outputs": K, "columns": master.n_cols, "edges": int(len(all_e)),
              "edges_kept": int(len(edges)), "constraints_before": 2 * len(all_e) * K + N,
              "constraints_after": 2 * len(edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
-             "master_fallbacks": master.fallbacks + free.fallbacks}
+             "master_fallbacks": master.fallbacks + free.fallbacks,
+             "rebalanced_tried": rebalanced[0], "rebalanced_best": rebalanced[1]}
     timings = {"build": t_build, "master": t_master, "free_master": t_free, "pricing": t_price,
                "certify": t_cert, "total": time.perf_counter() - t_start}
     return SolveResult(mechanism=mech, method="outputs", status=status, upper_bound=upper, lower_bound=lower,
