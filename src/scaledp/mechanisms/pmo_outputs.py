@@ -118,8 +118,9 @@ class _ColumnLP:
     Column s is a point of P charged ``min_k c_k' r_s`` and given to that output.
 
     With ``box``, slack columns s+ / s- cost ``delta + center`` / ``delta - center``, which keeps
-    the duals in the box ``|lambda - center| <= delta`` (delta a number or one per row; box-step stabilisation; without it the
-    duals of this degenerate master swing to +-80 when costs are O(1), and the bound stalls).
+    the duals in the box ``|lambda - center| <= delta`` (delta a number or one per row; box-step
+    stabilisation; without it the duals of this degenerate master swing to +-80 when costs are
+    O(1), and the bound stalls).
     Without ``box`` every solution is a mechanism up to the solver's tolerance (the all-ones
     columns make it feasible), which certification turns into an exact one.
     """
