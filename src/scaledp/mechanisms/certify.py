@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ..audit import VerifyReport, verify
+from ..lp.highs import INF, HighsLP
 
 MARGIN = 1e-9
 
@@ -110,8 +111,6 @@ def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: 
     mechanism) is always feasible. The result holds to the LP's tolerance; pass it to
     :func:`certify` for an exact guarantee. If HiGHS fails, the clipped input is returned.
     """
-    from ..lp.highs import INF, HighsLP   # the one module that talks to HiGHS
-
     Z = np.maximum(np.asarray(matrix, dtype=np.float64), 0.0)
     C = np.asarray(cost, dtype=np.float64)
     if Z.ndim != 2 or C.shape != Z.shape:

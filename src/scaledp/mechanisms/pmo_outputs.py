@@ -143,7 +143,7 @@ class _ColumnLP:
 
     def set_box(self, center: np.ndarray, delta: float | np.ndarray) -> None:
         self.center = center.copy()
-        self.delta = delta if isinstance(delta, np.ndarray) else float(delta)
+        self.delta = np.asarray(delta, dtype=np.float64)
 
     def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
         self.R = np.hstack([self.R, R])
@@ -366,14 +366,14 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                 lb_at_free = lb
                 lam_f, b_f, secs_free = solve_free()
                 free.prune(lam_f, b_f, 4 * N)
+                # the stabilised master's own matrix has row sums 1 +- its slack; mixed row by row
+                # with the uniform mechanism to sums of 1 (rebalance_rows), it is sometimes far
+                # cheaper than the free master's exact cover (text-500: 0.7% above the optimum
+                # where the free master is 3% above). When it does not give the best mechanism,
+                # it is tried again only after 1, 2, 4, ... chances
                 if slack < 0.01 * N and rebalance_skip > 0:
                     rebalance_skip -= 1
                 elif slack < 0.01 * N:
-                    # the stabilised master's own matrix has row sums 1 +- its slack; mixed row by
-                    # row with the uniform mechanism to sums of 1 (rebalance_rows), it is sometimes
-                    # far cheaper than the free master's exact cover (text-500: 0.7% above the
-                    # optimum where the free master is 3% above). When it does not give the best
-                    # mechanism, it is tried again only after 1, 2, 4, ... chances
                     rebalanced[0] += 1
                     if certified(master, b, rebalance=True):
                         rebalanced[1] += 1
