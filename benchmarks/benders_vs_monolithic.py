@@ -39,12 +39,19 @@ def main() -> None:
     a = ap.parse_args()
     rows, raw = [], []
 
+    setup = []   # what this run ran, for the table's footer
+    if a.partitioners:
+        setup.append(f"Benders: M = {a.subsets} subsets, cap {a.benders_cap:g} s")
+    if a.outputs:
+        setup.append(f"decomposition over outputs: cap {a.outputs_cap:g} s")
+    if a.solvers:
+        setup.append(f"monolithic: cap {a.mono_cap:g} s" + (f" (dual simplex {a.simplex_cap:g} s)" if a.simplex_cap else ""))
+
     def save() -> None:  # after every row: a killed run keeps what it measured
         write_table(a.name, "Benders vs monolithic HiGHS (same instance, same run)",
                     ["instance", "method", "status", "seconds", "iterations", "final gap", "expected loss",
                      "loss below ExpMech", "speed-up vs best monolithic"], rows,
-                    notes=[f"M = {a.subsets} subsets, stop at gap {a.gap:g}; caps: Benders {a.benders_cap:g} s, "
-                           f"monolithic {a.mono_cap:g} s" + (f" (dual simplex {a.simplex_cap:g} s)" if a.simplex_cap else ""), "gap and loss are of the certified mechanism",
+                    notes=["; ".join(setup) + f"; stop at gap {a.gap:g}", "gap and loss are of the certified mechanism",
                            "instances: benchmarks/instances.py"], raw=raw)
 
     def record(row: list, extra: list | None = None, note: object = "") -> None:
