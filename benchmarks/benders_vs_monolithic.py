@@ -51,7 +51,7 @@ def main() -> None:
         write_table(a.name, "Benders vs monolithic HiGHS (same instance, same run)",
                     ["instance", "method", "status", "seconds", "iterations", "final gap", "expected loss",
                      "loss below ExpMech", "speed-up vs best monolithic"], rows,
-                    notes=["; ".join(setup) + f"; stop at gap {a.gap:g}", "gap and loss are of the certified mechanism",
+                    notes=["; ".join(setup + [f"stop at gap {a.gap:g}"]), "gap and loss are of the certified mechanism",
                            "instances: benchmarks/instances.py"], raw=raw)
 
     def record(row: list, extra: list | None = None, note: object = "") -> None:
