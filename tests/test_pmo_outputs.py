@@ -22,10 +22,11 @@ def case(request):
     return space, solve_pmo(space).upper_bound
 
 
-def test_reaches_the_monolithic_optimum_within_the_gap(case):
+@pytest.mark.parametrize("pricing", ["dual", "primal"])
+def test_reaches_the_monolithic_optimum_within_the_gap(case, pricing):
     space, optimum = case
     hist = []
-    res = solve_pmo_outputs(space, gap=1e-4, progress=hist.append)
+    res = solve_pmo_outputs(space, gap=1e-4, progress=hist.append, pricing=pricing)
     assert res.status == "optimal"
     assert res.mechanism.verification.passed
     assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12          # the bound is rigorous
@@ -104,7 +105,7 @@ def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
 @pytest.mark.parametrize("kw, match", [({"gap": 0.0}, "gap"), ({"gap": -1.0}, "gap"),
                                        ({"max_iterations": 0}, "max_iterations"), ({"workers": 0}, "workers"),
                                        ({"smoothing": 1.0}, "smoothing"), ({"smoothing": -0.1}, "smoothing"),
-                                       ({"smoothing": "sometimes"}, "smoothing")])
+                                       ({"smoothing": "sometimes"}, "smoothing"), ({"pricing": "both"}, "pricing")])
 def test_bad_options(kw, match):
     space = build_space(grid(3, 3, 1.0), epsilon=1.0, eta=1.5, n_outputs=3, cost="travel", seed=1)
     with pytest.raises(ValueError, match=match):
@@ -123,3 +124,35 @@ def test_rebalanced_master_matrix_is_used_and_stays_exact():
     assert res.mechanism.verification.passed
     assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 2e-7) + 2e-12
     assert res.upper_bound <= optimum * (1 + 1e-3) + 1e-12
+
+
+def test_both_pricing_forms_solve_the_same_lps_with_rigorous_bounds(case):
+    """The dual-form pricer returns, per output, a point of P and a bound that are both right:
+    the point is feasible, its value equals the bound up to the solver's tolerance, and both
+    forms (and a fresh HiGHS solve of the primal LP) agree on the minimum."""
+    from scaledp.lp.highs import INF, solve_lp
+    from scaledp.mechanisms.optimal import mdp_rows
+    from scaledp.mechanisms.pmo_outputs import _Pricer
+
+    space, _ = case
+    N = space.n_records
+    g = MDPGraph.from_space(space)
+    m = len(g.edges)
+    A = mdp_rows(N, 1, g.edges, g.distance, space.epsilon)[np.r_[0:2 * m:2, 1:2 * m:2]].tocsr()
+    C = space.weighted_cost / space.weighted_cost.max()
+    rng = np.random.default_rng(0)
+    dual, primal = _Pricer(A, N, 1e-9, 1, "dual"), _Pricer(A, N, 1e-9, 1, "primal")
+    for scale in (0.5, 1.0, 2.0):                    # three rounds: the models are re-used
+        lam = C.min(axis=1) + scale * rng.uniform(0, 0.5, N)
+        bd, Zd, _ = dual.price(C, lam)
+        bp, Zp, _ = primal.price(C, lam)
+        assert np.any(bd < -1e-3)                    # not a trivial round: some output prices out
+        for k in range(C.shape[1]):
+            w = C[:, k] - lam
+            ref = solve_lp(w, A, np.full(A.shape[0], -INF), np.zeros(A.shape[0]), np.zeros(N), np.ones(N))
+            assert bd[k] <= ref.objective + 1e-9 and bp[k] <= ref.objective + 1e-9   # rigorous
+            assert np.isclose(bd[k], min(ref.objective, 0.0), atol=1e-7)               # and tight
+            assert np.isclose(bd[k], bp[k], atol=1e-7)
+            z = Zd[:, k]
+            assert np.all((z >= 0) & (z <= 1)) and np.max(A @ z) <= 1e-7             # z is in P
+            assert np.isclose(w @ z, min(ref.objective, 0.0), atol=1e-7)             # and optimal
