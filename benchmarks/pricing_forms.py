@@ -20,6 +20,7 @@ from _common import write_table
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--name", default="pricing_forms", help="results/NAME.md and .json")
     ap.add_argument("--instances", nargs="+", default=["grid-500", "road-500", "gauss-500", "text-500"])
     ap.add_argument("--gap", type=float, default=1e-2)
     ap.add_argument("--cap", type=float, default=600.0, help="time limit per solve, seconds")
@@ -40,7 +41,7 @@ def main() -> None:
         p, d = res["primal"], res["dual"]
         rows[-1][-2] = p.timings["pricing"] / d.timings["pricing"]
         rows[-1][-1] = p.timings["total"] / d.timings["total"]
-    write_table("pricing_forms", "Pricing LPs in primal and in dual form (decomposition over outputs)",
+    write_table(a.name, "Pricing LPs in primal and in dual form (decomposition over outputs)",
                 ["instance", "pricing form", "status", "rounds", "pricing s", "total s", "final gap",
                  "upper bound", "pricing primal/dual", "total primal/dual"],
                 rows, notes=[f"stop at gap {a.gap}, cap {a.cap:g} s per solve; 2 pricing threads "
