@@ -18,8 +18,9 @@ two components), which makes it feasible, and with the single-record tents
 
 **Pricing**, for row-sum duals lambda: one LP per output, ``min (c_k - lambda)' z`` over P.
 It has N variables and two rows per kept edge; it is solved in its LP-dual form (N rows, one
-column per cone row and per record), which is 1.5-2.5x faster (see :class:`_Pricer`). Its
-HiGHS model stays alive, and only the right-hand side changes between rounds.
+column per cone row and per record), in which pricing took 1.4-2.4x less time on all our
+instances but road-500 (14% more; see :class:`_Pricer`). Its HiGHS model stays alive, and only
+the right-hand side changes between rounds.
 
 **Lower bound**: for *any* lambda, and the optimal Z*,
 
@@ -82,7 +83,8 @@ class _Pricer:
     whose optimum is minus the primal one. The dual form has N rows instead of M (about 25 x
     fewer at N = 1,000), and its simplex iterations are cheaper and fewer: replaying the
     first 8-20 rounds' duals of the 1,000-record instances through 10 outputs' models on one
-    thread took 2.0-2.6 x less time (``benchmarks/pricing_forms.py`` measures whole solves).
+    thread took 2.5-2.8x less time, but 1.4x more on road-500, where it needs more pivots
+    (``benchmarks/pricing_forms.py`` measures whole solves; docs/benders.md, "Session 9").
     The minimiser z is the dual form's row duals (a vertex of P, as the solution is basic),
     and y gives the rigorous bound ``sum_i min(0, (w + A'y)_i)`` through
     :func:`scaledp.lp.benders.lagrangian_affine`, whatever HiGHS's accuracy.
