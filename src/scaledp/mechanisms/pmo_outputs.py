@@ -19,7 +19,7 @@ two components), which makes it feasible, and with the single-record tents
 **Pricing**, for row-sum duals lambda: one LP per output, ``min (c_k - lambda)' z`` over P.
 It has N variables and two rows per kept edge; it is solved in its LP-dual form (N rows, one
 column per cone row and per record), in which pricing took 1.4-2.4x less time on all our
-instances but road-500 (14% more; see :class:`_Pricer`). Its HiGHS model stays alive, and only
+instances but road-500 (16% more; see :class:`_Pricer`). Its HiGHS model stays alive, and only
 the right-hand side changes between rounds.
 
 **Lower bound**: for *any* lambda, and the optimal Z*,
@@ -119,8 +119,10 @@ class _Pricer:
             m = HighsLP(w, self.A, self.lo, self.up, np.zeros(self.n), np.ones(self.n),
                         solver="simplex", tolerance=self.tolerance, presolve=False, threads=1)
         # primal simplex. In the primal form the old basis stays primal feasible when only the
-        # objective changes; in the dual form it was also measured faster than dual simplex
-        # (text-500: 13.0 s against 13.9 s of pricing; replays at N = 1,000: 15-20% faster)
+        # objective changes; in the dual form it was measured against dual simplex: text-500
+        # 13.0 s against 13.9 s of pricing; replays (docs/benders.md, "Session 9") on gauss /
+        # text / road-1000 3.4 / 8.9 / 1.7 s against 6.0 / 9.1 / 2.3 s, but road-500 1.7 s
+        # against 1.1 s
         m.set_option("simplex_strategy", 4)
         return m
 
