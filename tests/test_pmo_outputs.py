@@ -131,14 +131,12 @@ def test_both_pricing_forms_solve_the_same_lps_with_rigorous_bounds(case):
     the point is feasible, its value equals the bound up to the solver's tolerance, and both
     forms (and a fresh HiGHS solve of the primal LP) agree on the minimum."""
     from scaledp.lp.highs import INF, solve_lp
-    from scaledp.mechanisms.optimal import mdp_rows
-    from scaledp.mechanisms.pmo_outputs import _Pricer
+    from scaledp.mechanisms.pmo_outputs import _cone_rows, _Pricer
 
     space, _ = case
     N = space.n_records
     g = MDPGraph.from_space(space)
-    m = len(g.edges)
-    A = mdp_rows(N, 1, g.edges, g.distance, space.epsilon)[np.r_[0:2 * m:2, 1:2 * m:2]].tocsr()
+    A = _cone_rows(N, g.edges, g.distance, space.epsilon)
     C = space.weighted_cost / space.weighted_cost.max()
     rng = np.random.default_rng(0)
     dual, primal = _Pricer(A, N, 1e-9, 1, "dual"), _Pricer(A, N, 1e-9, 1, "primal")

@@ -248,6 +248,14 @@ class _ColumnLP:
         return Z
 
 
+def _cone_rows(n: int, edges: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr_matrix:
+    """The cone C as ``A z <= 0``: one output's mDP rows, all "i -> j" rows first, then all
+    "j -> i" (the order the measured runs used; the pricing LPs' pivoting, hence the columns
+    generated, depend on it)."""
+    m = len(edges)
+    return mdp_rows(n, 1, edges, dist, eps)[np.r_[0:2 * m:2, 1:2 * m:2]]
+
+
 def _new_columns(Z: np.ndarray, C: np.ndarray, lam: np.ndarray, comp: np.ndarray, n_comp: int) -> np.ndarray:
     """The pieces (one per connected component) of the priced points that have a negative
     reduced cost, without repeats. Each piece is in C, since no constraint links components."""
@@ -305,10 +313,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     graph = MDPGraph.from_space(space)
     implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
     edges, dist = graph.edges[~implied], graph.distance[~implied]
-    # the cone C: one output's mDP rows, all "i -> j" rows first, then all "j -> i" (the order the
-    # measured runs used; the pricing LPs' pivoting, hence the columns generated, depend on it)
-    m = len(edges)
-    A = mdp_rows(N, 1, edges, dist, eps)[np.r_[0:2 * m:2, 1:2 * m:2]]
+    A = _cone_rows(N, edges, dist, eps)
     D = graph.path_distances()
     tents = np.exp(-eps * D)            # column a: exp(-eps D(., a)), 0 outside a's component
     t_build = time.perf_counter() - t_start
