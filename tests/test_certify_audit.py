@@ -164,3 +164,77 @@ def test_rebalance_rows_rejects_mismatched_cost():
     from scaledp.mechanisms.certify import rebalance_rows
     with pytest.raises(ValueError, match="one shape"):
         rebalance_rows(np.ones((3, 2)), np.ones((3, 3)), 1.0, np.array([[0, 1]]), np.array([1.0]))
+
+
+def _nearly_stochastic(seed: int):
+    """A mechanism with exact row sums (rebalanced cone matrix), plus a small tent added to one
+    output: every column is still in the mDP cone, but the rows near the tent's centre are off
+    1 (rows far away by less than 1e-7)."""
+    from scaledp.mechanisms.certify import rebalance_rows
+    n, k, eps = 30, 8, 1.3
+    Z, cost, E, d = _cone_matrix(n, k, eps, seed)
+    Z2 = rebalance_rows(Z, cost, eps, E, d)
+    rng = np.random.default_rng(seed)
+    x = np.sort(np.random.default_rng(seed).uniform(0, n / 2, n))   # _cone_matrix's positions
+    a, q = int(rng.integers(n)), int(rng.integers(k))
+    Z3 = Z2.copy()
+    Z3[:, q] += 1e-4 * np.exp(-eps * np.abs(x - x[a]))
+    return Z3, cost, eps, E, d
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_repair_rows_is_the_optimum_of_its_local_lp(seed):
+    from scipy.optimize import linprog
+
+    from scaledp.mechanisms.certify import repair_rows
+    Z, cost, eps, E, d = _nearly_stochastic(seed)
+    n, k = Z.shape
+    B = np.flatnonzero(np.abs(Z.sum(axis=1) - 1) > 1e-7)
+    assert 0 < B.size < n
+    Zr = repair_rows(Z, cost, eps, E, d, batch=5)      # small batches: several generation rounds
+    assert Zr is not None
+    np.testing.assert_allclose(Zr[B].sum(axis=1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(Zr.sum(axis=1), 1.0, atol=1e-7)    # the rows left alone: within tol
+    assert verify(Zr, eps * (1 + 1e-6), E, d).violations == 0
+    out = np.setdiff1d(np.arange(n), B)
+    np.testing.assert_array_equal(Zr[out], Z[out])     # the other rows are untouched
+    # the same LP written out in full: rows B free, the rest fixed
+    pos = {int(i): p for p, i in enumerate(B)}
+    A, b = [], []
+    for (i, j), dist in zip(E, d):
+        f = np.exp(eps * dist)
+        for u, v in ((i, j), (j, i)):
+            for q in range(k):
+                row = np.zeros(B.size * k)
+                rhs = 0.0
+                if u in pos:
+                    row[pos[u] * k + q] += 1.0
+                else:
+                    rhs -= Z[u, q]
+                if v in pos:
+                    row[pos[v] * k + q] -= f
+                else:
+                    rhs += f * Z[v, q]
+                if row.any():
+                    A.append(row)
+                    b.append(rhs)
+    Aeq = np.kron(np.eye(B.size), np.ones(k))
+    full = linprog(cost[B].ravel(), A_ub=np.array(A), b_ub=b, A_eq=Aeq, b_eq=np.ones(B.size),
+                   bounds=(0, 1), method="highs")
+    assert full.status == 0
+    assert float(np.sum(cost[B] * Zr[B])) == pytest.approx(full.fun, rel=1e-7)
+    # and it certifies at almost no cost
+    Zc, rep = certify(Zr, eps, E, d)
+    assert rep.mixing < 1e-6
+
+
+def test_repair_rows_gives_up_cleanly():
+    from scaledp.mechanisms.certify import repair_rows
+    Z, cost, eps, E, d = _nearly_stochastic(0)
+    assert repair_rows(Z, cost, eps, E, d, time_limit=0.0) is None      # no time
+    assert repair_rows(Z, cost, eps, E, d, max_lp_rows=1) is None       # too large an LP
+    assert repair_rows(Z, cost, eps, E, d, max_rows=1) is None          # too many rows
+    exact = Z / Z.sum(axis=1, keepdims=True)
+    assert repair_rows(exact, cost, eps, E, d) is exact or np.array_equal(repair_rows(exact, cost, eps, E, d), exact)
+    with pytest.raises(ValueError, match="one shape"):
+        repair_rows(np.ones((3, 2)), np.ones((3, 3)), 1.0, np.array([[0, 1]]), np.array([1.0]))
