@@ -105,7 +105,8 @@ def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
 @pytest.mark.parametrize("kw, match", [({"gap": 0.0}, "gap"), ({"gap": -1.0}, "gap"),
                                        ({"max_iterations": 0}, "max_iterations"), ({"workers": 0}, "workers"),
                                        ({"smoothing": 1.0}, "smoothing"), ({"smoothing": -0.1}, "smoothing"),
-                                       ({"smoothing": "sometimes"}, "smoothing"), ({"pricing": "both"}, "pricing")])
+                                       ({"smoothing": "sometimes"}, "smoothing"), ({"pricing": "both"}, "pricing"),
+                                       ({"upper": "free"}, "upper")])
 def test_bad_options(kw, match):
     space = build_space(grid(3, 3, 1.0), epsilon=1.0, eta=1.5, n_outputs=3, cost="travel", seed=1)
     with pytest.raises(ValueError, match=match):
@@ -154,3 +155,32 @@ def test_both_pricing_forms_solve_the_same_lps_with_rigorous_bounds(case):
             z = Zd[:, k]
             assert np.all((z >= 0) & (z <= 1)) and np.max(A @ z) <= 1e-7             # z is in P
             assert np.isclose(w @ z, min(ref.objective, 0.0), atol=1e-7)             # and optimal
+
+
+@pytest.mark.parametrize("upper", ["repair", "exact"])
+def test_both_upper_bound_candidates_reach_the_optimum(case, upper):
+    space, optimum = case
+    res = solve_pmo_outputs(space, gap=1e-4, upper=upper)
+    if upper == "repair":
+        assert res.stats["repaired_tried"] >= 1
+        assert res.stats["repaired_best"] >= 1
+    else:
+        assert res.stats["repaired_tried"] == 0
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
+
+
+def test_when_the_repair_gives_up_the_exact_free_master_stands_in(case, monkeypatch):
+    import scaledp.mechanisms.pmo_outputs as po
+    calls = []
+
+    def give_up(*args, **kwargs):
+        calls.append(1)
+        return None
+    monkeypatch.setattr(po, "repair_rows", give_up)
+    space, optimum = case
+    res = solve_pmo_outputs(space, gap=1e-4)
+    assert calls and res.stats["repaired_failed"] == len(calls) == res.stats["repaired_tried"]
+    assert res.stats["repaired_best"] == 0
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12

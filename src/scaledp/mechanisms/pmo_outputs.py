@@ -288,6 +288,7 @@ OPTIONS = ("gap", "max_iterations", "workers")
 def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                       time_limit: float | None = None, reduce: bool = True, tolerance: float = 1e-9,
                       workers: int | None = None, smoothing: float | str = "auto", pricing: str = "dual",
+                      upper: str = "repair",
                       progress: Callable[[dict[str, Any]], None] | None = None) -> SolveResult:
     """Solve PMO by the decomposition over outputs and return a certified mechanism.
 
@@ -297,6 +298,9 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     run the pricing LPs (default: one per core); the result does not depend on it.
     ``pricing`` chooses the form in which the pricing LPs are solved, ``"dual"`` (default,
     faster) or ``"primal"`` (as up to session 8, kept for comparison); see :class:`_Pricer`.
+    ``upper`` chooses the free master's candidate for the upper bound: ``"repair"`` (default;
+    the elastic free master with its off rows re-solved, :func:`repair_rows`) or ``"exact"``
+    (the exact cover, as up to session 9, kept for comparison).
     """
     gap = V.positive_float("gap", gap)
     V.int_in_range("max_iterations", max_iterations, 1)
@@ -307,6 +311,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     else:
         workers = V.int_in_range("workers", workers, 1)
     V.choice("pricing", pricing, ("dual", "primal"))
+    V.choice("upper", upper, ("repair", "exact"))
     auto_smoothing = isinstance(smoothing, str)
     if auto_smoothing:
         V.choice("smoothing", smoothing, ("auto",))
@@ -461,7 +466,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                 out = None
                 if repair_skip > 0:
                     repair_skip -= 1
-                else:
+                elif upper == "repair":
                     out = solve_elastic(lam)
                 lam_f, b_f, secs_free = out if out is not None else solve_free()
                 free.prune(lam_f, b_f, 4 * N)
