@@ -97,6 +97,17 @@ def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndar
     return lam, vmax
 
 
+def _matrix_cost_edges(matrix: np.ndarray, cost: np.ndarray, edges: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The checked inputs of :func:`rebalance_rows` and :func:`repair_rows`: the matrix clipped
+    at 0 (a copy), the cost (of the same 2-D shape) and the edges as an (m, 2) array."""
+    Z = np.maximum(np.asarray(matrix, dtype=np.float64), 0.0)
+    C = np.asarray(cost, dtype=np.float64)
+    if Z.ndim != 2 or C.shape != Z.shape:
+        raise ValueError(f"matrix and cost must be 2-D of one shape, got {Z.shape} and {C.shape}")
+    return Z, C, np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+
+
 def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.ndarray,
                    edge_distance: np.ndarray, *, max_rounds: int = 50, batch: int = 5000) -> np.ndarray:
     """The cheapest per-row mix of ``matrix`` with the uniform mechanism that has rows summing to
@@ -113,12 +124,8 @@ def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: 
     mechanism) is always feasible. The result holds to the LP's tolerance; pass it to
     :func:`certify` for an exact guarantee. If HiGHS fails, the clipped input is returned.
     """
-    Z = np.maximum(np.asarray(matrix, dtype=np.float64), 0.0)
-    C = np.asarray(cost, dtype=np.float64)
-    if Z.ndim != 2 or C.shape != Z.shape:
-        raise ValueError(f"matrix and cost must be 2-D of one shape, got {Z.shape} and {C.shape}")
+    Z, C, E = _matrix_cost_edges(matrix, cost, edges)
     n, k = Z.shape
-    E = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     d = np.asarray(edge_distance, dtype=np.float64).reshape(-1)
     r = Z.sum(axis=1)
     if len(E) == 0:
@@ -171,15 +178,11 @@ def repair_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.
     would need more than ``max_lp_rows`` mDP rows (road-1000 at round 11 needed 176,000 for 168
     rows in a dense cluster, and 110 s; gauss-1000 at most 22,000, in 0.7 s), or, if
     ``time_limit`` is given, after that many seconds (then the outcome depends on the machine).
-    ``matrix`` itself is returned when no row is off. The result holds to the LP's tolerance:
-    pass it to :func:`certify`.
+    When no row is off, the input clipped at 0 is returned unchanged. The result holds to the
+    LP's tolerance: pass it to :func:`certify`.
     """
-    Z = np.maximum(np.asarray(matrix, dtype=np.float64), 0.0)
-    C = np.asarray(cost, dtype=np.float64)
-    if Z.ndim != 2 or C.shape != Z.shape:
-        raise ValueError(f"matrix and cost must be 2-D of one shape, got {Z.shape} and {C.shape}")
+    Z, C, E = _matrix_cost_edges(matrix, cost, edges)
     n, k = Z.shape
-    E = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     f = np.exp(float(epsilon) * np.asarray(edge_distance, dtype=np.float64).reshape(-1))
     inB = np.abs(Z.sum(axis=1) - 1.0) > tol
     if not inB.any():
@@ -203,8 +206,10 @@ def repair_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.
         if not stuck.any():
             hi = np.maximum(hi, lo)
             break
-        for a_, b_ in ((ii, jj), (jj, ii)):       # the neighbours of those rows join B
-            inB[b_[stuck[np.maximum(pos[a_], 0)] & (pos[a_] >= 0)]] = True
+        stuck_row = np.zeros(n, dtype=bool)
+        stuck_row[B[stuck]] = True
+        inB[jj[stuck_row[ii]]] = True             # the neighbours of those rows join B
+        inB[ii[stuck_row[jj]]] = True
     else:
         return None
     nb = B.size

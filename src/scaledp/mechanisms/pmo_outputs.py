@@ -370,14 +370,10 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     repair_wait = repair_skip = 0
     it = 0
 
-    def certified(lp: _ColumnLP | None, b: np.ndarray | None, rebalance: bool = False,
-                  Z: np.ndarray | None = None) -> bool:
-        """Certify the master's matrix (rebalanced first, if asked), or ``Z``; True if it is the
-        new best."""
+    def certified(Z: np.ndarray, rebalance: bool = False) -> bool:
+        """Certify ``Z`` (rebalanced first, if asked); True if it is the new best."""
         nonlocal ub, best, t_cert
         t0 = time.perf_counter()
-        if Z is None:
-            Z = lp.matrix(b, K)
         if rebalance:
             Z = rebalance_rows(Z, C, eps, edges, dist)
         Zc, cert = certify(Z, eps, *space.neighbor_pairs)
@@ -394,7 +390,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
         lam_f, b_f, _, obj_f, secs_f = free.solve(box=False)
         t_free += secs_f
         if obj_f < ub:
-            certified(free, b_f)
+            certified(free.matrix(b_f, K))
         return lam_f, b_f, secs_f
 
     def solve_elastic(lam_c: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -414,7 +410,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
             repair_skip = repair_wait
             return None
         repair_wait = 0
-        if certified(None, None, Z=Z):
+        if certified(Z):
             repaired[1] += 1
         return lam_e, b_e, secs_e
 
@@ -479,7 +475,7 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                     rebalance_skip -= 1
                 elif slack < 0.01 * N:
                     rebalanced[0] += 1
-                    if certified(master, b, rebalance=True):
+                    if certified(master.matrix(b, K), rebalance=True):
                         rebalanced[1] += 1
                         rebalance_wait = 0
                     else:
@@ -519,8 +515,8 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
     if best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
         solve_free()
     Zc, cert = best
-    upper = ub * scale
-    lower = min(lb * scale, upper)
+    upper_bound = ub * scale
+    lower = min(lb * scale, upper_bound)
     all_e, all_d = space.neighbor_pairs
     mech = Mechanism(Zc, eps, all_e, all_d, output_records=space.output_records, cost=space.cost,
                      prior=space.prior, metadata={"method": "outputs", "eta": space.eta, "instance": space.name,
@@ -533,6 +529,6 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
              "repaired_tried": repaired[0], "repaired_best": repaired[1], "repaired_failed": repaired[2]}
     timings = {"build": t_build, "master": t_master, "free_master": t_free, "pricing": t_price,
                "certify": t_cert, "total": time.perf_counter() - t_start}
-    return SolveResult(mechanism=mech, method="outputs", status=status, upper_bound=upper, lower_bound=lower,
-                       gap=relative_gap(upper, lower), iterations=it, history=tuple(history), timings=timings,
+    return SolveResult(mechanism=mech, method="outputs", status=status, upper_bound=upper_bound, lower_bound=lower,
+                       gap=relative_gap(upper_bound, lower), iterations=it, history=tuple(history), timings=timings,
                        stats=stats)
