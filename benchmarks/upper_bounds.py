@@ -8,37 +8,16 @@ the table shows when each reaches the gap: rounds, seconds and the ratio exact /
 
 from __future__ import annotations
 
-import argparse
-
-from scaledp.mechanisms.pmo_outputs import solve_pmo_outputs
-
-import instances
+from _ab import compare, parse
 from _common import write_table
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--name", default="upper_bounds", help="results/NAME.md and .json")
-    ap.add_argument("--instances", nargs="+", default=["grid-500", "road-500", "gauss-500", "text-500"])
-    ap.add_argument("--gap", type=float, default=1e-2)
-    ap.add_argument("--cap", type=float, default=600.0, help="time limit per solve, seconds")
-    a = ap.parse_args()
-    rows, raw = [], []
-    for name, sp in instances.available(a.instances):
-        res = {}
-        for upper in ("exact", "repair"):
-            r = solve_pmo_outputs(sp, gap=a.gap, time_limit=a.cap, upper=upper)
-            res[upper] = r
-            st = r.stats
-            rows.append([name, upper, r.status, r.iterations, r.timings["free_master"], r.timings["certify"],
-                         r.timings["total"], r.gap, r.upper_bound,
-                         f"{st['repaired_best']}/{st['repaired_tried']}/{st['repaired_failed']}", "-"])
-            raw.append({"instance": name, "upper": upper, "status": r.status, "iterations": r.iterations,
-                        "gap": r.gap, "upper_bound": r.upper_bound, "lower_bound": r.lower_bound,
-                        "timings": r.timings, "stats": st})
-            print(f"{name} {upper}: {r.status}, {r.iterations} rounds, total {r.timings['total']:.1f} s, "
-                  f"gap {r.gap:.4f}", flush=True)
-        rows[-1][-1] = res["exact"].timings["total"] / res["repair"].timings["total"]
+    a = parse("upper_bounds")
+    rows, raw = compare(a, "upper", ("exact", "repair"),
+                        lambda r: [r.timings["free_master"], r.timings["certify"], r.timings["total"], r.gap,
+                                   r.upper_bound, "{repaired_best}/{repaired_tried}/{repaired_failed}".format(**r.stats)],
+                        lambda e, p: [e.timings["total"] / p.timings["total"]])
     write_table(a.name, "Upper bound from the exact free master against the repaired elastic one "
                 "(decomposition over outputs)",
                 ["instance", "upper", "status", "rounds", "free master s", "certify + repair s", "total s",
