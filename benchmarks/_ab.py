@@ -1,5 +1,6 @@
 """Whole solves of the output decomposition with two values of one option, on the same
-instances in the same run (the A/B runs of ``pricing_forms.py`` and ``upper_bounds.py``)."""
+instances in the same run (the A/B runs of ``pricing_forms.py``, ``upper_bounds.py`` and
+``rebalance_envelope.py``)."""
 
 from __future__ import annotations
 

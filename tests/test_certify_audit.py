@@ -238,3 +238,60 @@ def test_repair_rows_gives_up_cleanly():
     np.testing.assert_array_equal(repair_rows(exact, cost, eps, E, d), exact)   # no row off: unchanged
     with pytest.raises(ValueError, match="one shape"):
         repair_rows(np.ones((3, 2)), np.ones((3, 3)), 1.0, np.array([[0, 1]]), np.array([1.0]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mdp_envelope_is_the_largest_mdp_matrix_below_its_input(seed):
+    """Against the formula min_j Y[j,k] exp(eps D(i,j)) with D from scipy's shortest paths, on
+    a random graph with two components and zero entries."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from scaledp.mechanisms.certify import mdp_envelope
+    rng = np.random.default_rng(seed)
+    n, k, eps = 40, 6, 0.8
+    E = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
+                  if rng.random() < 0.12 and (i < 25) == (j < 25)])
+    d = rng.uniform(0.05, 2.0, len(E))
+    Y = rng.random((n, k)) * (rng.random((n, k)) > 0.1)
+    L = mdp_envelope(Y, eps, E, d)
+    P = shortest_path(coo_matrix((d, (E[:, 0], E[:, 1])), shape=(n, n)).tocsr(), directed=False)
+    Yn = Y / Y.sum(axis=1, keepdims=True)
+    F = np.where(np.isfinite(P), np.exp(eps * np.where(np.isfinite(P), P, 0.0)), np.inf)
+    ref = np.array([[np.min(np.where(np.isfinite(F[i]), Yn[:, q] * np.where(np.isfinite(F[i]), F[i], 0.0), np.inf))
+                     for q in range(k)] for i in range(n)])
+    np.testing.assert_allclose(L, ref, rtol=1e-12, atol=1e-300)
+    assert np.all(L <= Yn * (1 + 1e-12)) and np.all(L.sum(axis=1) <= 1 + 1e-12)
+    assert (L == 0).any() and not (L == 0).all()
+    f = np.exp(eps * d)[:, None]                 # every column in the cone, up to rounding
+    assert np.all(L[E[:, 0]] <= f * L[E[:, 1]] * (1 + 1e-12))
+    assert np.all(L[E[:, 1]] <= f * L[E[:, 0]] * (1 + 1e-12))
+    # a matrix already in the cone is its own envelope, and normalise=False keeps the scale
+    np.testing.assert_allclose(mdp_envelope(3 * L, eps, E, d, normalise=False), 3 * L, rtol=1e-12)
+    # one sweep is not enough on this graph: the relaxation really runs to its fixed point
+    assert not np.allclose(mdp_envelope(Y, eps, E, d, max_sweeps=1), ref, rtol=1e-9)
+
+
+def test_mdp_envelope_then_rebalance_certifies_a_cone_matrix_cheaper_than_division():
+    from scaledp.mechanisms.certify import mdp_envelope, rebalance_rows
+    n, k, eps = 30, 8, 1.3
+    Z, cost, E, d = _cone_matrix(n, k, eps, 0)
+    Z2 = rebalance_rows(mdp_envelope(Z, eps, E, d), cost, eps, E, d)
+    np.testing.assert_allclose(Z2.sum(axis=1), 1.0, atol=1e-12)
+    Zc, rep = certify(Z2, eps, E, d)
+    assert rep.mixing < 1e-6
+    plain, _ = certify(Z, eps, E, d)
+    assert np.sum(cost * Zc) < np.sum(cost * plain)
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.ones(3), 1.0, np.array([[0, 1]]), np.array([1.0])), "2-D"),
+    ((np.ones((3, 2)), 0.0, np.array([[0, 1]]), np.array([1.0])), "epsilon"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 3]]), np.array([1.0])), "index"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([1.0, 2.0])), "entries"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([-1.0])), ">= 0"),
+])
+def test_mdp_envelope_rejects_bad_input(args, match):
+    from scaledp.mechanisms.certify import mdp_envelope
+    with pytest.raises(ValueError, match=match):
+        mdp_envelope(*args)

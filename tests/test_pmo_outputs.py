@@ -106,19 +106,25 @@ def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
                                        ({"max_iterations": 0}, "max_iterations"), ({"workers": 0}, "workers"),
                                        ({"smoothing": 1.0}, "smoothing"), ({"smoothing": -0.1}, "smoothing"),
                                        ({"smoothing": "sometimes"}, "smoothing"), ({"pricing": "both"}, "pricing"),
-                                       ({"upper": "free"}, "upper")])
+                                       ({"upper": "free"}, "upper"), ({"rebalance": "none"}, "rebalance")])
 def test_bad_options(kw, match):
     space = build_space(grid(3, 3, 1.0), epsilon=1.0, eta=1.5, n_outputs=3, cost="travel", seed=1)
     with pytest.raises(ValueError, match=match):
         solve_pmo_outputs(space, **kw)
 
 
-def test_rebalanced_master_matrix_is_used_and_stays_exact():
+@pytest.mark.parametrize("rebalance", ["envelope", "plain"])
+def test_rebalanced_master_matrix_is_used_and_stays_exact(rebalance, monkeypatch):
     # high-dimensional points with a dense mDP graph, like the word vectors: there the free
     # master's exact cover lags, and the row-rebalanced stabilised matrix gives the bound
+    import scaledp.mechanisms.pmo_outputs as po
+    calls = []
+    envelope = po.mdp_envelope
+    monkeypatch.setattr(po, "mdp_envelope", lambda *a, **kw: calls.append(1) or envelope(*a, **kw))
     space = build_space(gaussian(60, 12, seed=5), epsilon=0.35, eta=6.0, n_outputs=12, cost="distance", seed=6)
     optimum = solve_pmo(space).upper_bound
-    res = solve_pmo_outputs(space, gap=1e-3)
+    res = solve_pmo_outputs(space, gap=1e-3, rebalance=rebalance)
+    assert len(calls) == (res.stats["rebalanced_tried"] if rebalance == "envelope" else 0)
     assert res.stats["rebalanced_tried"] >= 1
     assert res.stats["rebalanced_best"] >= 1
     assert res.status == "optimal" and res.gap <= 1e-3
