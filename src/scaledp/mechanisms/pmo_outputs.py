@@ -32,9 +32,12 @@ accuracy.
 
 **Upper bound**: the best certified cost of two candidates, the *free* master (the same kind
 of LP without the box slack of the stabilised one, so its solutions are mechanisms) and,
-once its slack is small, the stabilised master's own matrix: its rows are off 1 by the slack,
-and :func:`scaledp.mechanisms.certify.rebalance_rows` mixes each row with the uniform mechanism
-by the cheapest weights that give sums of 1 and keep mDP (a small LP), before certification.
+once its slack is small, the stabilised master's own matrix: its rows are off 1 by the slack;
+they are divided by their sums and lowered to the largest matrix below them whose columns keep
+mDP (:func:`scaledp.mechanisms.certify.mdp_envelope`), and
+:func:`scaledp.mechanisms.certify.rebalance_rows` then mixes each row with the uniform
+mechanism by the cheapest weights that give sums of 1 and keep mDP (a small LP), before
+certification.
 
 **Masters** are solved by :mod:`scaledp.lp.dense` (a dense interior-point method; the masters
 are 500 x 1,000 dense at N = 500, where HiGHS takes seconds per solve), with box-step
