@@ -11,6 +11,7 @@ from scaledp.mechanisms.pmo_outputs import solve_pmo_outputs
 from scaledp.mechanisms.result import SolveResult
 
 import instances
+from _common import write_table
 
 
 def parse(name: str) -> argparse.Namespace:
@@ -46,3 +47,12 @@ def compare(a: argparse.Namespace, option: str, values: Sequence[str],
             row.extend(["-"] * len(q))
         rows[-1][-len(q):] = q
     return rows, raw
+
+
+def write(a: argparse.Namespace, title: str, columns: Sequence[str], rows: list[list[Any]], raw: list[dict],
+          ratio_note: str) -> None:
+    """``write_table`` with the notes every A/B table carries (``ratio_note``: which row holds
+    the ratios)."""
+    write_table(a.name, title, columns, rows,
+                notes=[f"stop at gap {a.gap}, cap {a.cap:g} s per solve; 2 pricing threads (one per core); "
+                       + ratio_note, "instances: benchmarks/instances.py"], raw=raw)

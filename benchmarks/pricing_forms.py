@@ -10,8 +10,7 @@ certified gap and the ratios primal / dual.
 
 from __future__ import annotations
 
-from _ab import compare, parse
-from _common import write_table
+from _ab import compare, parse, write
 
 
 def main() -> None:
@@ -19,12 +18,10 @@ def main() -> None:
     rows, raw = compare(a, "pricing", ("primal", "dual"),
                         lambda r: [r.timings["pricing"], r.timings["total"], r.gap, r.upper_bound],
                         lambda p, d: [p.timings["pricing"] / d.timings["pricing"], p.timings["total"] / d.timings["total"]])
-    write_table(a.name, "Pricing LPs in primal and in dual form (decomposition over outputs)",
-                ["instance", "pricing form", "status", "rounds", "pricing s", "total s", "final gap",
-                 "upper bound", "pricing primal/dual", "total primal/dual"],
-                rows, notes=[f"stop at gap {a.gap}, cap {a.cap:g} s per solve; 2 pricing threads "
-                             "(one per core); the ratios are on the dual row",
-                             "instances: benchmarks/instances.py"], raw=raw)
+    write(a, "Pricing LPs in primal and in dual form (decomposition over outputs)",
+          ["instance", "pricing form", "status", "rounds", "pricing s", "total s", "final gap",
+           "upper bound", "pricing primal/dual", "total primal/dual"],
+          rows, raw, "the ratios are on the dual row")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,7 @@ reaches the gap: rounds, seconds and the ratio plain / envelope.
 
 from __future__ import annotations
 
-from _ab import compare, parse
-from _common import write_table
+from _ab import compare, parse, write
 
 
 def main() -> None:
@@ -19,13 +18,11 @@ def main() -> None:
                         lambda r: [r.timings["certify"], r.timings["total"], r.gap, r.upper_bound,
                                    "{rebalanced_best}/{rebalanced_tried}".format(**r.stats)],
                         lambda p, e: [p.timings["total"] / e.timings["total"]])
-    write_table(a.name, "Upper bound from the stabilised master's matrix: rebalanced, or lowered to its "
-                "mDP envelope first (decomposition over outputs)",
-                ["instance", "rebalance", "status", "rounds", "certify + rebalance s", "total s", "final gap",
-                 "upper bound", "rebalanced best/tried", "total plain/envelope"],
-                rows, notes=[f"stop at gap {a.gap}, cap {a.cap:g} s per solve; 2 pricing threads "
-                             "(one per core); the ratio is on the envelope row",
-                             "instances: benchmarks/instances.py"], raw=raw)
+    write(a, "Upper bound from the stabilised master's matrix: rebalanced, or lowered to its "
+          "mDP envelope first (decomposition over outputs)",
+          ["instance", "rebalance", "status", "rounds", "certify + rebalance s", "total s", "final gap",
+           "upper bound", "rebalanced best/tried", "total plain/envelope"],
+          rows, raw, "the ratio is on the envelope row")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,7 @@ the table shows when each reaches the gap: rounds, seconds and the ratio exact /
 
 from __future__ import annotations
 
-from _ab import compare, parse
-from _common import write_table
+from _ab import compare, parse, write
 
 
 def main() -> None:
@@ -18,13 +17,11 @@ def main() -> None:
                         lambda r: [r.timings["free_master"], r.timings["certify"], r.timings["total"], r.gap,
                                    r.upper_bound, "{repaired_best}/{repaired_tried}/{repaired_failed}".format(**r.stats)],
                         lambda e, p: [e.timings["total"] / p.timings["total"]])
-    write_table(a.name, "Upper bound from the exact free master against the repaired elastic one "
-                "(decomposition over outputs)",
-                ["instance", "upper", "status", "rounds", "free master s", "certify + repair s", "total s",
-                 "final gap", "upper bound", "repair best/tried/failed", "total exact/repair"],
-                rows, notes=[f"stop at gap {a.gap}, cap {a.cap:g} s per solve; 2 pricing threads "
-                             "(one per core); the ratio is on the repair row",
-                             "instances: benchmarks/instances.py"], raw=raw)
+    write(a, "Upper bound from the exact free master against the repaired elastic one "
+          "(decomposition over outputs)",
+          ["instance", "upper", "status", "rounds", "free master s", "certify + repair s", "total s",
+           "final gap", "upper bound", "repair best/tried/failed", "total exact/repair"],
+          rows, raw, "the ratio is on the repair row")
 
 
 if __name__ == "__main__":

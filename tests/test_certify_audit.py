@@ -288,8 +288,8 @@ def test_mdp_envelope_then_rebalance_certifies_a_cone_matrix_cheaper_than_divisi
     ((np.ones(3), 1.0, np.array([[0, 1]]), np.array([1.0])), "2-D"),
     ((np.ones((3, 2)), 0.0, np.array([[0, 1]]), np.array([1.0])), "epsilon"),
     ((np.ones((3, 2)), 1.0, np.array([[0, 3]]), np.array([1.0])), "index"),
-    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([1.0, 2.0])), "entries"),
-    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([-1.0])), ">= 0"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([1.0, 2.0])), "differ in length"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([-1.0])), "non-negative"),
 ])
 def test_mdp_envelope_rejects_bad_input(args, match):
     from scaledp.mechanisms.certify import mdp_envelope

@@ -54,10 +54,11 @@ class VerifyReport:
         return asdict(self)
 
 
-def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,
-           *, block: int = 2_000_000) -> VerifyReport:
-    """Check exact epsilon-mDP of ``matrix`` on the pairs ``edges`` with distances
-    ``edge_distance`` (see the module docstring). Memory is bounded by ``block`` entries."""
+def checked_mdp_inputs(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray
+                       ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """``matrix`` as a 2-D float array, ``epsilon`` as a float > 0, ``edges`` as an (m, 2) int
+    array indexing its rows and ``edge_distance`` as m finite distances >= 0; ValueError
+    otherwise (shared by :func:`verify` and :func:`scaledp.mechanisms.certify.mdp_envelope`)."""
     Z = np.asarray(matrix, dtype=np.float64)
     if Z.ndim != 2:
         raise ValueError(f"matrix must be 2-D, got shape {Z.shape}")
@@ -70,6 +71,14 @@ def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance:
         raise ValueError(f"edges must index rows 0..{Z.shape[0] - 1}")
     if len(d) and (not np.all(np.isfinite(d)) or d.min() < 0):
         raise ValueError("edge_distance must be finite and non-negative")
+    return Z, eps, E, d
+
+
+def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,
+           *, block: int = 2_000_000) -> VerifyReport:
+    """Check exact epsilon-mDP of ``matrix`` on the pairs ``edges`` with distances
+    ``edge_distance`` (see the module docstring). Memory is bounded by ``block`` entries."""
+    Z, eps, E, d = checked_mdp_inputs(matrix, epsilon, edges, edge_distance)
     n, k = Z.shape
     finite = bool(np.all(np.isfinite(Z)))
     min_entry = float(Z.min()) if Z.size else 0.0

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ..audit import VerifyReport, verify
+from ..audit import VerifyReport, checked_mdp_inputs, verify
 from ..lp.highs import INF, HighsLP
 
 MARGIN = 1e-9
@@ -130,21 +130,9 @@ def mdp_envelope(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_dis
     The result holds to floating-point rounding: pass it on to :func:`certify` for an exact
     guarantee.
     """
-    Y = np.maximum(np.asarray(matrix, dtype=np.float64), 0.0)
-    if Y.ndim != 2:
-        raise ValueError(f"matrix must be 2-D, got shape {Y.shape}")
-    eps = float(epsilon)
-    if not (eps > 0 and math.isfinite(eps)):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon}")
+    Y, eps, E, d = checked_mdp_inputs(matrix, epsilon, edges, edge_distance)
+    Y = np.maximum(Y, 0.0)
     n = Y.shape[0]
-    E = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    d = np.asarray(edge_distance, dtype=np.float64).reshape(-1)
-    if len(d) != len(E):
-        raise ValueError(f"edge_distance has {len(d)} entries for {len(E)} edges")
-    if len(E) and (E.min() < 0 or E.max() >= n):
-        raise ValueError(f"edges must index records 0..{n - 1}")
-    if np.any(~np.isfinite(d)) or np.any(d < 0):
-        raise ValueError("edge distances must be finite and >= 0")
     if normalise:
         r = Y.sum(axis=1)
         Y = Y / np.where(r > 0, r, 1.0)[:, None]

@@ -483,11 +483,12 @@ def solve_pmo_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 
                     out = solve_elastic(lam)
                 lam_f, b_f, secs_free = out if out is not None else solve_free()
                 free.prune(lam_f, b_f, 4 * N)
-                # the stabilised master's own matrix has row sums 1 +- its slack; mixed row by row
-                # with the uniform mechanism to sums of 1 (rebalance_rows), it is sometimes far
-                # cheaper than the free master's exact cover (text-500: 0.7% above the optimum
-                # where the free master is 3% above). When it does not give the best mechanism,
-                # it is tried again only after 1, 2, 4, ... chances
+                # the stabilised master's own matrix has row sums 1 +- its slack; lowered to its
+                # mDP envelope (with rebalance="envelope") and mixed row by row with the uniform
+                # mechanism to sums of 1 (rebalance_rows), it is sometimes far cheaper than the
+                # free master's exact cover (text-500: 0.7% above the optimum where the free
+                # master is 3% above). When it does not give the best mechanism, it is tried
+                # again only after 1, 2, 4, ... chances
                 if slack < rebalance_slack * N and rebalance_skip > 0:
                     rebalance_skip -= 1
                 elif slack < rebalance_slack * N:
