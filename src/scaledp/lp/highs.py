@@ -9,6 +9,8 @@ engine needs.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -17,6 +19,29 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _validate as V
+
+
+
+def _make_first_model_quietly() -> None:
+    """HiGHS prints a banner on the C-level stdout when a process makes its first model, before
+    any option can turn output off; it would corrupt ``--json`` output. Make that first model
+    with file descriptor 1 pointed at /dev/null."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:          # no stdout at all: nothing to protect
+        highspy.Highs()
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+_make_first_model_quietly()
 
 SOLVERS = ("simplex", "ipm", "pdlp")
 INF = highspy.kHighsInf
@@ -63,7 +88,7 @@ class LPSolution:
 
 
 def _configure(h: highspy.Highs, *, solver: str, time_limit: float | None, tolerance: float,
-               presolve: bool, threads: int | None, log: bool) -> None:
+               presolve: bool, log: bool) -> None:
     V.choice("solver", solver, SOLVERS)
     h.setOptionValue("output_flag", bool(log))
     if solver == "simplex":
@@ -83,8 +108,6 @@ def _configure(h: highspy.Highs, *, solver: str, time_limit: float | None, toler
         h.setOptionValue("pdlp_optimality_tolerance", max(float(tolerance), 1e-10))
     if time_limit is not None:
         h.setOptionValue("time_limit", V.positive_float("time_limit", time_limit, allow_inf=True))
-    if threads is not None:
-        h.setOptionValue("threads", int(threads))
 
 
 class HighsLP:
@@ -96,15 +119,20 @@ class HighsLP:
         time_limit: seconds per solve, or None.
         tolerance: primal and dual feasibility tolerance (HiGHS accepts down to 1e-10).
         presolve: HiGHS presolve; switch off where dual rays of infeasible models are needed.
+
+    HiGHS's ``threads`` option is never set: HiGHS keeps one thread scheduler per process, and
+    from highspy 1.16 on a model whose ``threads`` differs from the scheduler's fails to run
+    (status 'Not Set'). Models that run side by side on Python threads (the pricing of the
+    outputs decomposition) use serial simplex and need no setting.
     """
 
     def __init__(self, c: np.ndarray, A: sp.spmatrix, row_lower: np.ndarray, row_upper: np.ndarray,
                  col_lower: np.ndarray, col_upper: np.ndarray, *, solver: str = "simplex",
                  time_limit: float | None = None, tolerance: float = 1e-9, presolve: bool = True,
-                 threads: int | None = None, log: bool = False) -> None:
+                 log: bool = False) -> None:
         self.h = highspy.Highs()
         _configure(self.h, solver=solver, time_limit=time_limit, tolerance=tolerance,
-                   presolve=presolve, threads=threads, log=log)
+                   presolve=presolve, log=log)
         A = sp.csr_matrix(A)
         A.sort_indices()
         n_row, n_col = A.shape

@@ -117,10 +117,10 @@ class _Pricer:
         if self.form == "dual":
             m = HighsLP(np.r_[np.zeros(self.m), np.ones(self.n)], self.AD, -w, self.no_upper,
                         np.zeros(self.m + self.n), np.full(self.m + self.n, INF),
-                        solver="simplex", tolerance=self.tolerance, presolve=False, threads=1)
+                        solver="simplex", tolerance=self.tolerance, presolve=False)
         else:
             m = HighsLP(w, self.A, self.lo, self.up, np.zeros(self.n), np.ones(self.n),
-                        solver="simplex", tolerance=self.tolerance, presolve=False, threads=1)
+                        solver="simplex", tolerance=self.tolerance, presolve=False)
         # primal simplex. In the primal form the old basis stays primal feasible when only the
         # objective changes; in the dual form it was measured against dual simplex: text-500
         # 13.0 s against 13.9 s of pricing; replays (docs/benders.md, "Session 9") on gauss /
