@@ -88,3 +88,28 @@ def test_output_decomposition_from_the_cli(tmp_path):
     assert s["method"] == "outputs" and s["iterations"] >= 1 and s["gap"] <= 1e-3 + 1e-12 and s["audit_passed"]
     assert (tmp_path / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "partition.png").exists()
+
+
+def test_cli_compare_and_solve(tmp_path):
+    r = CliRunner().invoke(main, ["compare", "--dataset", "gaussian:12:2", "--epsilon", "2", "--seed", "1",
+                                  "--methods", "expmech,optmech,constopt,spanner,laplace", "--r", "3",
+                                  "--draws", "200", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    rows = {row["method"]: row for row in data["rows"]}
+    assert set(rows) == {"expmech", "optmech", "constopt", "spanner", "laplace"}
+    assert rows["optmech"]["worst_case_loss"] <= min(rows[m]["worst_case_loss"] for m in rows) + 1e-9
+    assert data["packing_lower_bound"] <= rows["optmech"]["worst_case_loss"]
+    r = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "2", "--eta", "inf",
+                                  "--method", "constopt", "--r", "3", "--lambdas", "0.1,1", "--seed", "1",
+                                  "--out", str(tmp_path / "c.npz"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["audit_passed"] is True
+    r = CliRunner().invoke(main, ["audit", str(tmp_path / "c.npz")])
+    assert r.exit_code == 0
+    r = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "2", "--eta", "inf",
+                                  "--method", "madlib", "--out", str(tmp_path / "m.npz")])
+    assert r.exit_code == 2 and "Monte Carlo" in r.output
+    r = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "2", "--eta", "inf",
+                                  "--method", "constopt", "--lambdas", "0.1,-2"])
+    assert r.exit_code == 2 and "lambdas" in r.output

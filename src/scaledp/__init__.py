@@ -1,15 +1,26 @@
-"""scaledp: privacy mechanisms that are optimal and still scale."""
+"""scaledp: privacy mechanisms that are optimal and still scale.
 
-from .audit import expected_loss, quantile_loss, verify, worst_case_loss
+The one entry per job: :func:`solve` computes a mechanism for a :class:`Space` (built from a
+dataset by :func:`build_space`), :func:`verify` and :func:`scaledp.audit.audit_file` check one
+exactly, :func:`scaledp.views.build_view` builds a private view of a table, and
+:func:`scaledp.lrgeo.protocol.run_round` runs one LR-Geo round. docs/architecture.md shows
+where everything lives.
+"""
+
+from .audit import verify
+from .certify import certify
 from .datasets import build_space, parse_dataset
 from .graph import MDPGraph
-from .mechanisms import Mechanism, SolveResult, certify, exponential_mechanism, solve_pmo
+from .lp.outcome import SolverLimitError
+from .measures import expected_loss, quantile_loss, worst_case_loss
+from .mechanism import Mechanism, SolveResult
+from .progress import ProgressEvent
+from .solve import METHODS, solve
 from .space import Space
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "MDPGraph", "Mechanism", "SolveResult", "Space", "build_space", "certify", "expected_loss",
-    "exponential_mechanism", "parse_dataset", "quantile_loss", "solve_pmo", "verify",
-    "worst_case_loss",
+    "METHODS", "MDPGraph", "Mechanism", "ProgressEvent", "SolveResult", "SolverLimitError", "Space", "build_space",
+    "certify", "expected_loss", "parse_dataset", "quantile_loss", "solve", "verify", "worst_case_loss",
 ]

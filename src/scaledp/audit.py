@@ -1,4 +1,4 @@
-"""Exact verification of metric-DP mechanisms, and their losses.
+"""Exact verification of metric-DP mechanisms, and the audit of a mechanism file.
 
 The contract (the ``.npz`` file format of :mod:`scaledp.mechanisms.base`): for every listed
 pair (i, j), in both directions, and every output k::
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _validate as V
+from .measures import expected_loss, quantile_loss, worst_case_loss
 
 ROW_SUM_TOL = 1e-9
 
@@ -116,37 +117,6 @@ def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance:
     return VerifyReport(passed=passed, pairs_checked=int(len(E)), inequalities_checked=int(2 * len(E) * k),
                         violations=violations, max_loss_per_distance=max_loss, worst_pair=worst,
                         max_row_error=row_err, min_entry=min_entry, epsilon=eps)
-
-
-# ---------------------------------------------------------------------- losses
-def per_record_loss(matrix: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """L(M, w) = sum_k c[w, k] M[w, k] for every record w (paper 002, Eq. 3)."""
-    return np.einsum("ik,ik->i", np.asarray(matrix, dtype=np.float64), np.asarray(cost, dtype=np.float64))
-
-
-def expected_loss(matrix: np.ndarray, cost: np.ndarray, prior: np.ndarray) -> float:
-    """sum_i p[i] sum_k c[i, k] Z[i, k] (paper 000, Eq. 4)."""
-    return float(np.dot(np.asarray(prior, dtype=np.float64), per_record_loss(matrix, cost)))
-
-
-def worst_case_loss(matrix: np.ndarray, cost: np.ndarray) -> float:
-    """max_w L(M, w) (paper 002, Eq. 1)."""
-    return float(np.max(per_record_loss(matrix, cost)))
-
-
-def quantile_loss(matrix: np.ndarray, cost: np.ndarray, q: float = 0.95) -> float:
-    """L_q(M) = quantile_q {L(M, w)} (paper 002, Eq. 11)."""
-    q = V.open_unit("q", q, upper_closed=True)
-    return float(np.quantile(per_record_loss(matrix, cost), q))
-
-
-def uniform_loss(cost: np.ndarray, prior: np.ndarray | None = None) -> float:
-    """Expected loss of reporting an output uniformly at random (ignoring the record)."""
-    c = np.asarray(cost, dtype=np.float64)
-    per = c.mean(axis=1)
-    if prior is None:
-        return float(per.mean())
-    return float(np.dot(prior, per))
 
 
 # ------------------------------------------------------------------ file audit

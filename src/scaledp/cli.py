@@ -17,17 +17,16 @@ from rich.console import Console
 from rich.table import Table
 
 from . import _validate as V
-from .audit import audit_file, quantile_loss, uniform_loss
+from .audit import audit_file
 from .datasets import build_space, parse_dataset
-from .mechanisms import Mechanism, SolveResult, exponential_mechanism
-from .mechanisms.constopt import LPTimeLimitError
-from .mechanisms.noise import MonteCarloResult
-from .mechanisms.optimal import SolverLimitError
-from .mechanisms.run import METHODS, run_method
+from .lp.outcome import SolverLimitError
+from .measures import quantile_loss, uniform_loss
+from .mechanism import Mechanism, SolveResult
+from .progress import ProgressEvent
+from .solve import METHODS, solve as solve_space
 
 err = Console(stderr=True)
 out = Console()
-
 
 
 @contextmanager
@@ -37,7 +36,7 @@ def _friendly_errors() -> Iterator[None]:
         yield
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    except (SolverLimitError, LPTimeLimitError) as exc:
+    except SolverLimitError as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -77,19 +76,47 @@ def _parse_lambdas(text: str) -> list[float]:
     return vals
 
 
-def _run_method(space, method: str, solver: str | None, time_limit: float | None, reduce: bool,
-                quiet: bool, **options: Any) -> SolveResult | MonteCarloResult:
-    benders = {k: options.pop(k) for k in ("partition", "subsets", "gap", "max_iterations", "seed", "executor",
-                                            "workers", "scheduler") if k in options}
-    kw = dict(solver=solver, time_limit=time_limit, reduce=reduce, benders=benders, seed=benders.get("seed"),
-              **options)
+#: solve's command-line options that are options of the method (the others describe the
+#: instance or the output), with the name the method knows them by
+METHOD_OPTIONS = {"objective": "objective", "r": "r", "lambdas": "lambdas", "delta": "delta", "draws": "draws",
+                  "solver": "solver", "time_limit": "time_limit", "tolerance": "tolerance",
+                  "partition": "partition", "subsets": "subsets", "gap": "gap", "max_iterations": "max_iterations",
+                  "workers": "workers", "scheduler": "scheduler", "no_reduce": "reduce"}
+
+
+def _given_options(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
+    """The method options the user set on the command line, by the method's names."""
+    opts = {}
+    for cli_name, name in METHOD_OPTIONS.items():
+        if cli_name in params and ctx.get_parameter_source(cli_name) == click.core.ParameterSource.COMMANDLINE:
+            value = params[cli_name]
+            if cli_name == "no_reduce":
+                value = not value
+            elif cli_name == "lambdas":
+                value = _parse_lambdas(value)
+            opts[name] = value
+    return opts
+
+
+def _flag_name(name: str) -> str:
+    return "--no-reduce" if name == "reduce" else "--" + name.replace("_", "-")
+
+
+def _run(space, method: str, options: dict[str, Any], quiet: bool) -> SolveResult:
+    """Solve with a live progress line on stderr (none with ``quiet``); an option the method
+    does not take is named by its command-line flag."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    unknown = sorted(set(options) - set(METHODS[method].options))
+    if unknown:
+        raise ValueError(f"--method {method} does not take {', '.join(_flag_name(n) for n in unknown)}")
     if quiet:
-        return run_method(space, method, **kw)
+        return solve_space(space, method, **options)
     t0 = time.perf_counter()
     with err.status("solving ...") as status:
-        def progress(msg: str) -> None:
-            status.update(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
-        return run_method(space, method, progress=progress, **kw)
+        def progress(e: ProgressEvent) -> None:
+            status.update(f"[{time.perf_counter() - t0:6.1f}s] {e.message}")
+        return solve_space(space, method, progress=progress, **options)
 
 
 @main.command()
@@ -99,82 +126,86 @@ def _run_method(space, method: str, solver: str | None, time_limit: float | None
 @click.option("--epsilon", type=float, required=True, help="privacy budget per distance unit")
 @click.option("--eta", type=float, required=True, help="neighbour threshold ('inf': every pair, as in paper 002)")
 @click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True)
-@click.option("--method", type=click.Choice(METHODS), default="lp", show_default=True)
-@click.option("--objective", type=click.Choice(["expected", "worst"]), default="expected", show_default=True,
-              help="lp: expected loss (paper 000) or worst-case loss (paper 002's OPTMech)")
-@click.option("--r", "r", type=int, default=10, show_default=True, help="constopt: nearest neighbours left free")
-@click.option("--lambdas", default="0.001,0.1,1.0", show_default=True, help="constopt: penalties to sweep")
-@click.option("--delta", type=float, default=2.0, show_default=True, help="spanner: stretch of the spanner")
-@click.option("--draws", type=int, default=2000, show_default=True,
-              help="madlib/laplace: Monte Carlo draws per record for the loss estimates")
-@click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp"]), default=None,
-              help="HiGHS algorithm for LP methods (default: dual simplex for lp/benders/optmech, "
-                   "by size for constopt, IPM for spanner)")
-@click.option("--time-limit", type=float, default=None, help="seconds")
-@click.option("--tolerance", type=float, default=1e-9, show_default=True,
-              help="HiGHS feasibility tolerance (looser is faster; certification absorbs it, the gap shows it)")
+@click.option("--method", type=click.Choice(list(METHODS)), default="lp", show_default=True)
+@click.option("--objective", type=click.Choice(["expected", "worst"]), default=None,
+              help="lp, spanner: expected loss (paper 000; lp's default) or worst-case loss (paper 002; spanner's)")
+@click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
+@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1.0]")
+@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
+@click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
+@click.option("--solver", type=click.Choice(["simplex", "ipm", "pdlp", "auto"]), default=None,
+              help="HiGHS algorithm: lp, optmech [simplex]; constopt [auto: by size]; spanner [ipm]")
+@click.option("--time-limit", type=float, default=None, help="seconds (LP methods and decompositions)")
+@click.option("--tolerance", type=float, default=None,
+              help="HiGHS feasibility tolerance [1e-9] (looser is faster; certification absorbs it, the gap shows it)")
 @click.option("--partition", type=click.Choice(["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc", "metis"]),
-              default="kmeans-dv", show_default=True, help="Benders: how to partition the records")
-@click.option("--subsets", type=int, default=25, show_default=True, help="Benders: number of subsets M")
-@click.option("--gap", type=float, default=1e-2, show_default=True, help="Benders: stop at this relative gap")
-@click.option("--max-iterations", type=int, default=1000, show_default=True, help="Benders: iteration limit")
+              default=None, help="benders: how to partition the records [kmeans-dv]")
+@click.option("--subsets", type=int, default=None, help="benders: number of subsets M [25]")
+@click.option("--gap", type=float, default=None, help="outputs, benders: stop at this relative gap [0.01]")
+@click.option("--max-iterations", type=int, default=None, help="outputs [500], benders [1000]: round limit")
 @click.option("--workers", type=int, default=None,
-              help="Benders: subproblem processes (default 1 = serial; with --scheduler, Dask actors); "
-                   "outputs: pricing threads (default: one per core)")
-@click.option("--scheduler", default=None, help="Benders: address of an existing Dask scheduler")
+              help="outputs: pricing threads [one per core]; benders: subproblem processes [1]")
+@click.option("--scheduler", default=None, help="benders: address of an existing Dask scheduler")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
-              help="Benders: write convergence.png and (2-D data) partition.png here")
-@click.option("--no-reduce", is_flag=True, help="keep implied mDP constraints (for comparison)")
-@click.option("--seed", type=int, default=None, help="seed for sampling records, outputs, destinations")
+              help="outputs, benders: write convergence.png and (benders, 2-D data) partition.png here")
+@click.option("--no-reduce", is_flag=True, help="PMO methods: keep the implied mDP constraints")
+@click.option("--seed", type=int, default=None,
+              help="seed for sampling records, outputs, destinations (and benders' k-means, madlib's draws)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="write the mechanism (.npz)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
-def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, method: str,
-          objective: str, r: int, lambdas: str, delta: float, draws: int, solver: str | None,
-          time_limit: float | None, tolerance: float, partition: str, subsets: int, gap: float,
-          max_iterations: int, workers: int | None, scheduler: str | None, plot_dir: str | None, no_reduce: bool,
-          seed: int | None, out_path: str | None, as_json: bool) -> None:
+@click.pass_context
+def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
+          method: str, plot_dir: str | None, seed: int | None, out_path: str | None, as_json: bool,
+          **method_params: Any) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with _friendly_errors():
+        options = _given_options(ctx, method_params)
+        if seed is not None and "seed" in METHODS[method].options:
+            options["seed"] = seed
         if out_path and method in ("madlib", "laplace"):
             raise ValueError(f"--out: {method} has no exact matrix to write (its losses are Monte Carlo estimates)")
-        lams = _parse_lambdas(lambdas)
-        if workers is None and method != "outputs":
-            workers = 1   # Benders: serial unless asked; outputs: None = one pricing thread per core
+        if plot_dir and method not in ("outputs", "benders"):
+            raise ValueError(f"--plot draws the rounds of outputs or benders; --method {method} has none")
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
-        res = _run_method(space, method, solver, time_limit, not no_reduce, quiet=as_json, partition=partition,
-                          subsets=subsets, gap=gap, max_iterations=max_iterations,
-                          seed=0 if seed is None else seed, tolerance=tolerance,
-                          executor="dask" if scheduler else ("process" if (workers or 1) > 1 else "serial"),
-                          workers=workers, scheduler=scheduler, objective=objective, r=r, lambdas=lams,
-                          delta=delta, draws=draws)
+        res = _run(space, method, options, quiet=as_json)
         if out_path:
             res.mechanism.save(out_path)
-        if plot_dir and getattr(res, "history", None):
-            from .plots import convergence_plot, partition_map
-
-            convergence_plot(res.history, Path(plot_dir) / "convergence.png",
-                             f"{method} on {space.name}: N={space.n_records}, K={space.n_outputs}")
-            if "partition_labels" in res.stats and space.points is not None and space.points.shape[1] == 2:
-                partition_map(space.points, res.stats["partition_labels"], res.stats["boundary_mask"],
-                              Path(plot_dir) / "partition.png", f"{partition}, M={subsets}",
-                              latlon=space.metric == "haversine")
+        if plot_dir:
+            _plots(res, space, plot_dir, method, options)
     summary = res.summary()
     if out_path:
         summary["out"] = out_path
     if as_json:
         click.echo(json.dumps(summary))
         return
+    _print_solve(res, summary, space, method, epsilon, eta, out_path)
+
+
+def _plots(res: SolveResult, space, plot_dir: str, method: str, options: dict[str, Any]) -> None:
+    from .plots import convergence_plot, partition_map
+
+    convergence_plot(res.history, Path(plot_dir) / "convergence.png",
+                     f"{method} on {space.name}: N={space.n_records}, K={space.n_outputs}")
+    if "partition_labels" in res.stats and space.points is not None and space.points.shape[1] == 2:
+        partition_map(space.points, res.stats["partition_labels"], res.stats["boundary_mask"],
+                      Path(plot_dir) / "partition.png",
+                      f"{res.stats['partition']['method']}, M={res.stats['subsets']}",
+                      latlon=space.metric == "haversine")
+
+
+def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, epsilon: float, eta: float,
+                 out_path: str | None) -> None:
     t = Table(title=f"{method} on {space.name} (N={space.n_records}, K={space.n_outputs}, eps={epsilon:g}, eta={eta:g})")
     t.add_column("quantity")
     t.add_column("value", justify="right")
     keys = ("status", "objective", "expected_loss", "worst_case_loss", "lower_bound", "gap", "iterations", "seconds",
             "constraints_before", "constraints_after", "audit_passed")
-    if isinstance(res, MonteCarloResult):
+    if not isinstance(res.mechanism, Mechanism):
         keys = ("status", "draws", "expected_loss", "expected_loss_se", "worst_case_loss", "worst_case_loss_se",
                 "quantile_loss", "quantile_loss_se", "seconds")
     for k in keys:
         t.add_row(k, _fmt(summary.get(k)))
-    stats = getattr(res, "stats", {})
+    stats = res.stats
     for k in ("variables", "nonzeros", "r", "lambda", "spanner_edges"):
         if k in stats and k not in keys:
             t.add_row(k, _fmt(stats[k]))
@@ -183,6 +214,8 @@ def solve(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: f
     if stats.get("components"):
         t.add_row("mDP graph components", _fmt(stats["components"]))
     out.print(t)
+    if res.message:
+        err.print(res.message)
     if stats.get("components", 1) > 1:
         err.print(f"note: the mDP graph has {stats['components']} connected components "
                   f"(largest {stats['largest_component']} records); each was solved separately")
@@ -261,20 +294,21 @@ def _parse_records(text: str) -> np.ndarray:
 @click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True)
 @click.option("--methods", default="expmech,constopt,spanner", show_default=True,
               help=f"comma-separated, from {','.join(METHODS)}")
-@click.option("--r", "r", type=int, default=10, show_default=True)
-@click.option("--lambdas", default="0.001,0.1,1.0", show_default=True)
-@click.option("--delta", type=float, default=2.0, show_default=True, help="spanner stretch")
-@click.option("--draws", type=int, default=2000, show_default=True)
+@click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
+@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1.0]")
+@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
+@click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
 @click.option("--tight-delta", type=float, default=1e-3, show_default=True, help="delta of epsilon_tight")
 @click.option("--q", type=float, default=0.95, show_default=True, help="quantile of L_q")
 @click.option("--time-limit", type=float, default=None, help="seconds per method")
-@click.option("--seed", type=int, default=None)
+@click.option("--seed", type=int, default=None, help="seed for the instance (and madlib's, laplace's draws)")
 @click.option("--json", "as_json", is_flag=True)
-def compare(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str, methods: str,
-            r: int, lambdas: str, delta: float, draws: int, tight_delta: float, q: float,
-            time_limit: float | None, seed: int | None, as_json: bool) -> None:
+@click.pass_context
+def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float,
+            cost: str, methods: str, tight_delta: float, q: float, seed: int | None, as_json: bool,
+            **method_params: Any) -> None:
     """Run several methods on one instance: time, LP size, epsilon_tight, L_q, losses."""
-    from .mechanisms.run import baseline_rows, compare_row
+    from .experiments.compare import baseline_rows, compare_row
 
     with _friendly_errors():
         names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -285,13 +319,19 @@ def compare(dataset: str, cell: float, outputs: int | None, epsilon: float, eta:
                 raise ValueError(f"--methods: unknown method {m!r}; choose from {', '.join(METHODS)}")
         V.open_unit("--tight-delta", tight_delta)
         V.open_unit("--q", q, upper_closed=True)
-        lams = _parse_lambdas(lambdas)
+        given = _given_options(ctx, method_params)
+        unused = sorted(n for n in given if not any(n in METHODS[m].options for m in names))
+        if unused:
+            raise ValueError(f"none of --methods {','.join(names)} takes "
+                             f"{', '.join(_flag_name(n) for n in unused)}")
+        if seed is not None:
+            given["seed"] = seed
         space = _space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         rows = []
         D = space.distance_rows()
         for m in names:
-            res = _run_method(space, m, None, time_limit, True, quiet=as_json, r=r, lambdas=lams, delta=delta,
-                              draws=draws, seed=seed, objective="expected")
+            opts = {k: v for k, v in given.items() if k in METHODS[m].options}
+            res = _run(space, m, opts, quiet=as_json)
             rows.append(compare_row(space, res, q=q, delta=tight_delta, distance=D).as_dict())
         base = baseline_rows(space, q)
     if as_json:
@@ -327,8 +367,7 @@ def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str) -> None:
         space = build_space(ds, epsilon=epsilon, eta=2.0, cost="travel", seed=seed)
         out.print(f"[bold]scaledp demo[/bold]: grid {rows}x{cols} of 1 km cells, {space.n_records} records, "
                   f"K={space.n_outputs} outputs, eps={epsilon:g}/km, eta=2 km, travel cost to 100 destinations")
-        results = {"optimal LP": _run_method(space, "lp", "simplex", None, True, quiet=False),
-                   "ExpMech": exponential_mechanism(space)}
+        results = {"optimal LP": _run(space, "lp", {}, quiet=False), "ExpMech": _run(space, "expmech", {}, quiet=True)}
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         paths = {}
         for name, res in results.items():
@@ -438,7 +477,7 @@ def _with_table_options(f):
 def view_build(table, columns, domains_file, names, preset, accept_data_leak, overflow, epsilon, method, alpha,
                gamma, beta, k, os_, seed, out_path, as_json) -> None:
     """Build an epsilon-DP view of TABLE over --columns and save it."""
-    from .views.run import build_view
+    from .views.build import build_view
 
     with _friendly_errors():
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
@@ -486,7 +525,7 @@ def view_query(view_file, queries, as_json) -> None:
 def view_compare(table, columns, domains_file, names, preset, accept_data_leak, overflow, methods, epsilon, queries,
                  query_columns, reps, seed, as_json) -> None:
     """RMSE of several view methods on one random range-query workload (R-RMSE vs RIPOST)."""
-    from .views.run import compare_views
+    from .experiments.views import compare_views
 
     with _friendly_errors():
         names_ = [m.strip() for m in methods.split(",") if m.strip()]
@@ -513,7 +552,8 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
 
 # ------------------------------------------------------------------- LR-Geo
 def _lrgeo_world(dataset: str, grid: str, data_dir: str | None):
-    from .mechanisms.lrgeo.world import grid_city, helsinki
+    from .datasets.city import grid_city, helsinki
+    from .experiments.instances import data_dir as default_data_dir
 
     try:
         rows, cols = (int(v) for v in grid.lower().split("x"))
@@ -521,7 +561,7 @@ def _lrgeo_world(dataset: str, grid: str, data_dir: str | None):
         raise click.UsageError(f"--grid must be ROWSxCOLS, got {grid!r}") from None
     if dataset == "gridcity":
         return grid_city(rows, cols)
-    d = Path(data_dir) if data_dir else Path(__file__).resolve().parents[3].parent / "shared" / "data" / "helsinki"
+    d = Path(data_dir) if data_dir else default_data_dir() / "helsinki"
     if not (d / "helsinki_walking_nodes.csv").is_file():
         raise click.UsageError(f"Helsinki data not found in {d} (use --data-dir, or --dataset gridcity)")
     return helsinki(d).block(rows, cols) if (rows, cols) != (40, 40) else helsinki(d)
@@ -551,8 +591,10 @@ def lrgeo(dataset: str, grid: str, data_dir: str | None, users: int, epsilon: fl
     """LR-Geo (paper 003): M users obfuscate their locations with locally relevant matrices
     solved jointly by the server (CLR-Geo); prints time, expected cost, lower bound,
     approximation ratio and Geo-Ind violation ratio."""
-    from .mechanisms.lrgeo.run import BASELINES, run_baseline, run_round
-    from .mechanisms.lrgeo.user import LRGeoParams
+    from .experiments.lrgeo import BASELINES, run_baseline
+    from .lrgeo.measures import measure_round
+    from .lrgeo.protocol import run_round
+    from .lrgeo.user import LRGeoParams
 
     with _friendly_errors():
         world = _lrgeo_world(dataset, grid, data_dir)
@@ -570,9 +612,12 @@ def lrgeo(dataset: str, grid: str, data_dir: str | None, users: int, epsilon: fl
         if not as_json:
             err.print(f"[dim]{world.name}: K={world.K}, cell {c * 1000:.1f} m; eps {P.epsilon:g}/km, gamma {P.gamma:g}, "
                       f"Gamma {P.Gamma:g}, r_obf {P.r_obf:g}, r_exp {P.r_exp:g}, table cell {P.cell:g} km[/dim]")
+        say = None if as_json else (lambda e: err.print(f"[dim]{e.message}[/dim]"))
         rnd = run_round(world, P, users=users, seed=seed, method=method, gap=gap, time_limit=time_limit,
-                        progress=None if as_json else (lambda s: err.print(f"[dim]{s}[/dim]")))
-        rep = dict(rnd.report)
+                        progress=say)
+        if say is not None:
+            say(ProgressEvent("measure", "measuring: true costs, lower bound, violations, inference"))
+        rep = measure_round(rnd)
         locs = np.array([u.location for u in rnd.users])
         rep["baselines"] = [run_baseline(b, world, P, locs, time_limit=time_limit, seed=seed) for b in names]
         rep["params"] = {"epsilon": P.epsilon, "gamma": P.gamma, "Gamma": P.Gamma, "r_obf": P.r_obf,

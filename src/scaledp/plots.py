@@ -7,10 +7,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._optional import require
+
 
 def _plt():
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plot", "plotting")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -11,16 +11,10 @@ The master holds ``y`` and one ``theta_l`` per block; block ``l`` holds ``x_l`` 
 ``y`` and only its row bounds change between iterations (its HiGHS model stays alive). The
 master stays alive too and receives cuts through ``addRows``, so HiGHS hot-starts.
 
-Cuts are Lagrangian, hence valid whatever the solver's accuracy: for *any* row multipliers
-``pi`` of block l, and every feasible ``x_l``,
-
-    c_l' x = (c_l - W' pi)' x + sum_r pi_r (W x)_r
-           >= sum_j min_{x_j in box} (c_l - W' pi)_j x_j + sum_r pi_r B_r(y),
-
-where ``B_r(y)`` is the row's lower bound when ``pi_r > 0`` and its upper bound when
-``pi_r < 0`` (a multiplier whose bound is infinite is dropped). This is affine in ``y``:
-optimality cuts ``theta_l >= a + g' y`` use the block's duals, feasibility cuts
-``0 >= a + g' y`` use a dual ray (``c_l`` replaced by 0). The master's own lower bound is
+Cuts are Lagrangian (:mod:`scaledp.lp.bounds`), hence valid whatever the solver's accuracy:
+for *any* row multipliers ``pi`` of block l the bound is affine in ``y``; optimality cuts
+``theta_l >= a + g' y`` use the block's duals, feasibility cuts ``0 >= a + g' y`` use a dual
+ray (``c_l`` replaced by 0). The master's own lower bound is
 computed the same way from its duals, so the reported lower bound is rigorous, and the upper
 bound is always the cost of an actual feasible (y, x) pair. Each cost is counted once: ``c0``
 only in the master objective, ``c_l`` only through ``theta_l``.
@@ -36,7 +30,10 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from ..progress import Progress, bounds_line, report
+from .bounds import lagrangian_affine, lagrangian_bound
 from .highs import INF, HighsLP
+from .outcome import relative_gap
 
 
 # --------------------------------------------------------------------- the data
@@ -56,6 +53,11 @@ class BlockSpec:
     coupling: np.ndarray
     x_lo: np.ndarray
     x_up: np.ndarray
+
+    def affine(self, pi: np.ndarray, c: np.ndarray) -> tuple[float, np.ndarray]:
+        """The Lagrangian minorant ``a + g' y[coupling]`` of this block from multipliers ``pi``
+        (:func:`scaledp.lp.bounds.lagrangian_affine`)."""
+        return lagrangian_affine(c, self.W, self.lo, self.up, self.x_lo, self.x_up, pi, self.T)
 
     def cost_bounds(self) -> tuple[float, float]:
         """Bounds on ``c' x`` over the box (trivial bounds on ``theta``)."""
@@ -99,20 +101,6 @@ class BlockResult:
     iterations: int
 
 
-def lagrangian_affine(spec: BlockSpec, pi: np.ndarray, c: np.ndarray) -> tuple[float, np.ndarray]:
-    """Affine minorant ``a + g' y_coupled`` of the block's value from multipliers ``pi``
-    (see the module docstring). With ``c = 0`` it is the feasibility function of a ray."""
-    pi = np.asarray(pi, dtype=np.float64).copy()
-    pi[(pi > 0) & ~np.isfinite(spec.lo)] = 0.0
-    pi[(pi < 0) & ~np.isfinite(spec.up)] = 0.0
-    r = c - spec.W.T @ pi
-    box = np.minimum(r * spec.x_lo, r * spec.x_up).sum()
-    bound = np.where(pi > 0, spec.lo, np.where(pi < 0, spec.up, 0.0))
-    const = float(box + np.dot(pi, np.where(pi != 0, bound, 0.0)))
-    coef = -(spec.T.T @ pi)
-    return const, np.asarray(coef, dtype=np.float64)
-
-
 # -------------------------------------------------------------------- the blocks
 class BlockSolver:
     """Keeps one block's HiGHS model alive; only its row bounds change with ``y``."""
@@ -138,7 +126,7 @@ class BlockSolver:
         sol = self.model.solve()
         spec = self.spec
         if sol.status == "optimal":
-            const, coef = lagrangian_affine(spec, sol.row_dual, spec.c)
+            const, coef = spec.affine(sol.row_dual, spec.c)
             value = float(np.dot(spec.c, sol.x))
             cut = Cut(self.index, False, const, coef)
             return BlockResult(self.index, True, value, sol.x, cut, time.perf_counter() - t0, sol.iterations)
@@ -149,7 +137,7 @@ class BlockSolver:
                 zero = np.zeros_like(spec.c)
                 best = None
                 for sgn in (1.0, -1.0):
-                    const, coef = lagrangian_affine(spec, sgn * ray, zero)
+                    const, coef = spec.affine(sgn * ray, zero)
                     viol = const + float(np.dot(coef, y_coupled))
                     if viol > 0 and (best is None or viol > best[0]):
                         best = (viol, const, coef)
@@ -198,13 +186,8 @@ class BendersOutcome:
 
     @property
     def gap(self) -> float:
-        return rel_gap(self.upper_bound, self.lower_bound)
-
-
-def rel_gap(ub: float, lb: float) -> float:
-    if not math.isfinite(ub) or not math.isfinite(lb):
-        return math.inf
-    return max(0.0, (ub - lb) / max(abs(ub), 1e-300))
+        g = relative_gap(self.upper_bound, self.lower_bound)
+        return math.inf if g is None else g
 
 
 class BendersMaster:
@@ -274,16 +257,14 @@ class BendersMaster:
         lo = np.concatenate(self.r_lo)
         up = np.concatenate(self.r_up)
         self.r_lo, self.r_up = [lo], [up]
-        spec = BlockSpec(c=self.c, W=A, lo=lo, up=up, T=sp.csr_matrix((A.shape[0], 0)),
-                         coupling=np.zeros(0, dtype=np.int64), x_lo=self.col_lo, x_up=self.col_up)
-        lb, _ = lagrangian_affine(spec, sol.row_dual, self.c)
+        lb = lagrangian_bound(self.c, A, lo, up, self.col_lo, self.col_up, sol.row_dual)
         x = sol.x
         return x[: self.ny], x[self.ny:], lb, sol.objective, sol.seconds
 
 
 def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
             time_limit: float | None = None, runner: Runner | None = None, tolerance: float = 1e-9,
-            callback: Callable[[dict[str, Any]], None] | None = None,
+            progress: Progress | None = None,
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             ) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or time limit is reached.
@@ -340,13 +321,12 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     best_x = [r.x for r in results]
             if lb > ub + 1e-7 * max(1.0, abs(ub)):
                 raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
-            g = rel_gap(ub, lb)
+            g = relative_gap(ub, lb)
             rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
                    "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                    "sub_seconds": t_sub, "elapsed": time.perf_counter() - t_start, "master_objective": obj}
             history.append(rec)
-            if callback is not None:
-                callback(rec)
+            report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
             m.add_cuts(cuts, couplings)
             n_sep = 0
             if separator is not None and g > gap:

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .._optional import require
 from .benders import BlockResult, BlockSolver, BlockSpec, SerialRunner
 
 EXECUTORS = ("serial", "process", "dask")
@@ -103,8 +104,8 @@ class DaskRunner:
 
     def __init__(self, blocks: Sequence[BlockSpec], workers: int = 2, address: str | None = None,
                  tolerance: float = 1e-9, connect_timeout: float = 5.0) -> None:
-        from dask.distributed import Client, LocalCluster
-
+        distributed = require("dask.distributed", "distributed", "the Dask executor")
+        Client, LocalCluster = distributed.Client, distributed.LocalCluster
         self.cluster = None
         if address:
             try:

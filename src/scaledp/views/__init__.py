@@ -9,13 +9,13 @@ seed is given for an experiment.
 
 from .budget import BudgetExceeded, BudgetNode, PrivacyBudget
 from .competitors import hdpview, identity, privtree
-from .noise import BACKEND, exponential_choice, laplace, laplace_release, laplace_release_many
+from .build import METHODS, build_view
 from .ripost import DepthSeries, ripost
-from .run import METHODS, build_view, compare_views
+from .sampling import BACKEND, exponential_choice, laplace, laplace_release, laplace_release_many
 from .tensor import CountTensor, DataDerivedDomainWarning, Domain, read_table
 from .view import BlockView, DenseView, Workload, rmse, true_answers
 
 __all__ = ["BACKEND", "BlockView", "BudgetExceeded", "BudgetNode", "CountTensor", "DataDerivedDomainWarning",
            "DenseView", "DepthSeries", "Domain", "METHODS", "PrivacyBudget", "Workload", "build_view",
-           "compare_views", "exponential_choice", "hdpview", "identity", "laplace", "laplace_release",
+           "exponential_choice", "hdpview", "identity", "laplace", "laplace_release",
            "laplace_release_many", "privtree", "read_table", "ripost", "rmse", "true_answers"]

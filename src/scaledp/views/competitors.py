@@ -35,7 +35,7 @@ from .. import _validate as V
 from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
-from .noise import exponential_choice, laplace
+from .sampling import exponential_choice, laplace
 from .ripost import Block, finish_view, ledger_totals, root_block, split_block
 from .tensor import CountTensor
 from .view import BlockView, DenseView

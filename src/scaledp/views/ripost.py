@@ -31,20 +31,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from .. import _validate as V
+from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator
 from .blocks import aggregation_error, cut_scores
 from .budget import BudgetNode, PrivacyBudget
-from .noise import exponential_choice, laplace_release, laplace_release_many
+from .sampling import exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor
 from .view import BlockView
-
-Progress = Callable[[str], None]
-
 
 @dataclass(frozen=True)
 class DepthSeries:
@@ -134,7 +130,7 @@ def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma:
            progress: Progress | None = None) -> BlockView:
     """Build an ``epsilon``-DP view of ``tensor`` with RIPOST (Algorithm 1).
 
-    ``rng=None`` draws all noise from OpenDP's samplers (see :mod:`.noise`); an int seed makes
+    ``rng=None`` draws all noise from OpenDP's samplers (see :mod:`.sampling`); an int seed makes
     the run reproducible (for experiments only). ``progress`` receives a line now and then on long runs."""
     eps = V.positive_float("epsilon", epsilon)
     a = V.open_unit("alpha", alpha)
@@ -168,8 +164,8 @@ def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma:
             b = stack.pop()
             if progress is not None and time.perf_counter() - last > 2.0:
                 last = time.perf_counter()
-                progress(f"phase {phase}: {len(done)} converged, {len(stack) + 1} open, "
-                         f"{last - t0:.1f} s")
+                report(progress, "phase", f"phase {phase}: {len(done)} converged, {len(stack) + 1} open, "
+                       f"{last - t0:.1f} s")
             if b.cells() <= 1.0:
                 done.append(b)
                 continue

@@ -1,0 +1,121 @@
+"""The named instances of the benchmarks, in one place (``load('grid-500')``).
+
+Paper 000 kinds: K = 100 outputs sampled from the records (as in paper 000's experiments), or
+K = N where the name ends in ``-KN``. epsilon is chosen per dataset so that epsilon times the
+median neighbour distance is 1 (the LP is then far from trivial); ``-paper`` rows use the
+paper's own epsilon = 10 per km.
+
+=====================  ===================================================================
+grid-N                 grid map of 1 km cells (paper 000 section 4.1 (2)), N in 100, 250,
+                       500, 1000, 2000; eta = 2 km; travel cost (Manhattan street lattice)
+                       to 100 sampled destinations
+road-N                 Helsinki walking network (shared data): N sampled nodes, Haversine
+                       privacy distance, eta = 0.07 km (mean degree about 13; the area is
+                       only about 1.0 x 1.7 km); travel cost = shortest paths to 100 nodes
+text-N                 N of the 2,000 most frequent lowercase words of word2vec (shared
+                       data); Euclidean distance; eta = 1.2; cost = distance
+gauss-N                standard Gaussian in 3-d; eta = 0.65; cost = distance
+=====================  ===================================================================
+
+Paper 002 kinds (:func:`uai`): outputs = records (K = N), loss = distance, every pair protected
+(eta = inf). ``text`` samples N words with the clustered procedure of paper 002 section 5.1;
+``loc`` samples N Helsinki points of interest, projected to planar kilometres (standing in for
+the paper's Geolife bins, which are not available offline).
+
+Real data is read from the folder :func:`data_dir` names; an instance whose data is absent
+raises :class:`FileNotFoundError`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..datasets import build_space, clustered_embeddings, embeddings, gaussian, grid, planar, road_network
+from ..space import EARTH_RADIUS_KM, Space
+
+SEED = 1
+GRID_SHAPES = {100: (10, 10), 250: (10, 25), 500: (20, 25), 1000: (25, 40), 2000: (40, 50)}
+PAPER000 = ["grid-500", "grid-500-paper", "grid-500-KN", "road-500", "road-500-KN", "road-1000", "text-500",
+            "text-500-KN", "text-1000", "gauss-500", "gauss-500-KN", "gauss-1000"]
+
+
+def data_dir() -> Path:
+    """Where the real data lives: ``$SCALEDP_DATA``, else ``../shared/data`` beside the
+    project checkout."""
+    env = os.environ.get("SCALEDP_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[4] / "shared" / "data"
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        raise FileNotFoundError(path)
+    return path
+
+
+def words_file() -> Path:
+    return data_dir() / "word2vec" / "w2v_gnews_bolukbasi_top2000_lower.npy"
+
+
+def helsinki_files() -> tuple[Path, Path]:
+    d = data_dir() / "helsinki"
+    return d / "helsinki_walking_nodes.csv", d / "helsinki_walking_edges.csv"
+
+
+def _calibrated(ds, *, eta: float, cost: str, k: int | None, eps: float | None = None) -> Space:
+    probe = build_space(ds, epsilon=1.0, eta=eta, n_outputs=k, cost=cost, seed=SEED)
+    if eps is None:
+        _, d = probe.neighbor_pairs
+        eps = 1.0 / float(np.median(d))
+    return probe.with_epsilon(eps)
+
+
+def load(name: str) -> Space:
+    """The paper-000 instance ``name`` (see the module docstring)."""
+    kind, n, *rest = name.split("-")
+    N = int(n)
+    k = N if "KN" in rest else 100
+    eps = 10.0 if "paper" in rest else None
+    if kind == "grid":
+        rows, cols = GRID_SHAPES[N]
+        return _calibrated(grid(rows, cols, 1.0), eta=2.0, cost="travel", k=k, eps=eps)
+    if kind == "road":
+        nodes, edges = helsinki_files()
+        return _calibrated(road_network(_need(nodes), edges, N, seed=SEED), eta=0.07, cost="travel", k=k, eps=eps)
+    if kind == "text":
+        return _calibrated(embeddings(_need(words_file()), N, seed=SEED), eta=1.2, cost="distance", k=k, eps=eps)
+    if kind == "gauss":
+        return _calibrated(gaussian(N, 3, seed=SEED), eta=0.65, cost="distance", k=k, eps=eps)
+    raise KeyError(f"unknown instance {name!r}")
+
+
+def uai(kind: str, n: int, epsilon: float) -> Space:
+    """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``."""
+    if kind == "text":
+        return build_space(clustered_embeddings(_need(words_file()), n, seed=SEED), epsilon=epsilon, eta=math.inf)
+    if kind == "loc":
+        import pandas as pd
+
+        df = pd.read_csv(_need(data_dir() / "helsinki" / "helsinki_pois.csv")).drop_duplicates(subset=["lat", "lon"])
+        pick = np.sort(np.random.default_rng(SEED).choice(len(df), size=n, replace=False))
+        lat, lon = df["lat"].to_numpy()[pick], df["lon"].to_numpy()[pick]
+        lat0 = math.radians(float(lat.mean()))
+        km = EARTH_RADIUS_KM * math.pi / 180.0
+        xy = np.column_stack([(lon - lon.mean()) * km * math.cos(lat0), (lat - lat.mean()) * km])
+        return build_space(planar(xy), epsilon=epsilon, eta=math.inf)
+    raise ValueError(f"unknown instance kind {kind!r}; expected 'text' or 'loc'")
+
+
+def available(names: list[str]):
+    """Yield (name, space) for each named paper-000 instance whose data is present; say which
+    are skipped."""
+    for name in names:
+        try:
+            sp = load(name)
+        except FileNotFoundError as exc:
+            print(f"skip {name}: real data not found ({exc})")
+            continue
+        yield name, sp

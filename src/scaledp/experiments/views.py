@@ -1,0 +1,90 @@
+"""The comparison paper 004's figures report: RMSE of several view methods on one random
+range-query workload, and the evaluation-only helpers that read the true data (Figure 3)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import _validate as V
+from ..randomness import RNGLike, as_generator
+from ..views.blocks import aggregation_error
+from ..views.build import METHODS, build_view
+from ..views.competitors import MAX_IDENTITY_CELLS
+from ..views.tensor import CountTensor
+from ..views.view import BlockView, Workload, rmse, true_answers
+
+def leaf_truth(view: BlockView, tensor: CountTensor) -> tuple[np.ndarray, np.ndarray]:
+    """True sum and true AE of every leaf of ``view``. Reads the true data: for evaluation
+    (error decomposition, Figure 3), never part of a release."""
+    sums, aes = np.zeros(view.n_blocks), np.zeros(view.n_blocks)
+    for i, (lo, hi) in enumerate(zip(view.lo, view.hi)):
+        x = tensor.counts[np.all((tensor.coords >= lo) & (tensor.coords < hi), axis=1)].astype(np.float64)
+        sums[i] = x.sum()
+        aes[i] = aggregation_error(x, float(np.prod((hi - lo).astype(np.float64))))
+    return sums, aes
+
+
+def share_converged_with_error(view: BlockView, tensor: CountTensor) -> float:
+    """Share of the view's leaves whose true AE is > 0 (paper 004, Figure 3)."""
+    if view.n_blocks == 0:
+        return 0.0
+    return float(np.mean(leaf_truth(view, tensor)[1] > 1e-9))
+
+
+@dataclass
+class CompareRow:
+    method: str
+    rmse_mean: float
+    rmse_std: float
+    blocks_mean: float
+    seconds_mean: float
+    spent_max: float
+    relative: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 0.1, queries: int = 3000,
+                  query_columns: int = 2, reps: int = 10, rng: RNGLike = None,
+                  params: dict[str, dict[str, Any]] | None = None
+                  ) -> tuple[list[CompareRow], Workload, dict[str, str]]:
+    """Each method ``reps`` times on one random workload; RMSE mean and standard deviation, and
+    R-RMSE against ``ripost`` when it is among the methods (else against the first).
+
+    Identity is skipped (and named in the returned ``skipped``) when its domain is too large to
+    materialise and other methods remain; asked for alone, it raises its own error."""
+    names = list(methods)
+    if not names:
+        raise ValueError("methods must name at least one method")
+    for m in names:
+        V.choice("methods", m, tuple(METHODS))
+    skipped: dict[str, str] = {}
+    limit = (params or {}).get("identity", {}).get("max_cells", MAX_IDENTITY_CELLS)
+    if "identity" in names and len(names) > 1 and tensor.domain_size > limit:
+        names.remove("identity")
+        skipped["identity"] = f"{tensor.domain_size:.3g} cells, above its limit of {limit:,}"
+    reps = V.int_in_range("reps", reps, 1)
+    g = as_generator(rng)
+    work = Workload.random(tensor.shape, queries, min(query_columns, len(tensor.shape)), g)
+    truth = true_answers(tensor, work)
+    rows = []
+    for m in names:
+        errs, blocks, secs, spent = [], [], [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            v = build_view(tensor, m, epsilon, g, **(params or {}).get(m, {}))
+            secs.append(time.perf_counter() - t0)
+            errs.append(rmse(v.answer(work), truth))
+            blocks.append(v.n_blocks)
+            spent.append(v.spent)
+        rows.append(CompareRow(m, float(np.mean(errs)), float(np.std(errs)), float(np.mean(blocks)),
+                               float(np.mean(secs)), float(max(spent))))
+    ref = next((r for r in rows if r.method == "ripost"), rows[0])
+    for r in rows:
+        r.relative = r.rmse_mean / ref.rmse_mean if ref.rmse_mean > 0 else None
+    return rows, work, skipped

@@ -1,0 +1,198 @@
+"""LR-Geo measures: Geo-Ind violations across users (Eq. 34-35), the relaxed lower bound of
+Theorem 4.7, what the server can infer from the uploads (section 4.7), and the report of a
+whole round that puts them together."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..datasets.city import World
+from ..lp.bounds import lagrangian_bound
+from ..lp.highs import HighsLP
+from ..pmo.model import mdp_rows, row_sum_rows
+from ..space import haversine_km
+from .messages import ObfuscationRequest
+from .user import geo_ind_path_distance, neighbour_pairs
+
+if TYPE_CHECKING:
+    from .protocol import LRGeoRound
+
+
+# ------------------------------------------------------------------ violations
+@dataclass(frozen=True)
+class Violations:
+    """Geo-Ind checks between rows of different users' matrices (and, for the paper's ratio
+    of Eq. 34, also within users, where certification makes every check pass)."""
+
+    cross_checked: int
+    cross_violations: int
+    within_checked: int
+    errors: np.ndarray  # GVE of every violation (Eq. 35)
+
+    @property
+    def cross_ratio(self) -> float:
+        return self.cross_violations / self.cross_checked if self.cross_checked else 0.0
+
+    @property
+    def ratio(self) -> float:
+        """Eq. 34 over all pairs that should satisfy Geo-Ind (within and across users)."""
+        tot = self.cross_checked + self.within_checked
+        return self.cross_violations / tot if tot else 0.0
+
+    def summary(self) -> dict:
+        e = self.errors
+        return {"violation_ratio": self.ratio, "cross_user_violation_ratio": self.cross_ratio,
+                "violations": self.cross_violations, "checked": self.cross_checked + self.within_checked,
+                "max_error": float(e.max()) if len(e) else 0.0,
+                "p50_error": float(np.median(e)) if len(e) else 0.0,
+                "p99_error": float(np.quantile(e, 0.99)) if len(e) else 0.0}
+
+
+def violations(world: World, rows: list[np.ndarray], matrices: list[np.ndarray], epsilon: float,
+               gamma: float) -> Violations:
+    """Count z_ik > exp(eps d_ij) z_jk over rows i, j of different users with d_ij <= gamma,
+    every column k and both directions (same location in two users: d = 0, so equality)."""
+    H = world.haversine
+    K = world.K
+    cross = viol = within = 0
+    errs = []
+    for a in range(len(rows)):
+        Da = H[rows[a]][:, rows[a]]
+        within += int(np.count_nonzero(np.triu(Da <= gamma, 1))) * 2 * K
+        for b in range(a + 1, len(rows)):
+            D = H[np.ix_(rows[a], rows[b])]
+            i, j = np.nonzero(D <= gamma)
+            if len(i) == 0:
+                continue
+            f = np.exp(epsilon * D[i, j])[:, None]
+            Za, Zb = matrices[a][i], matrices[b][j]
+            for X, Y in ((Za, Zb), (Zb, Za)):
+                ex = X - f * Y
+                bad = ex > 0
+                viol += int(bad.sum())
+                errs.append(ex[bad])
+            cross += 2 * len(i) * K
+    return Violations(cross, viol, within, np.concatenate(errs) if errs else np.zeros(0))
+
+
+# ----------------------------------------------------------------- lower bound
+def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: np.ndarray,
+                        start: np.ndarray, *, tolerance: float = 1e-9, batch: int = 200,
+                        max_rounds: int = 50) -> tuple[float, int]:
+    """Rigorous lower bound of the relaxed LR problem (Eq. 31-32) with costs ``c_low`` (n, K).
+
+    Columns are generated: the LP over the columns in use is solved, its duals give a
+    Lagrangian bound in which every other column k contributes sum_i min(0, c_low[i,k] - u_i)
+    (its entries lie in [0, 1]), and columns with negative terms are added until none is
+    left or ``max_rounds`` is reached; the bound is valid at every round.
+    Returns (bound, number of columns used)."""
+    n, K = c_low.shape
+    E, dist = neighbour_pairs(D_NN, gamma)
+    use = np.unique(np.asarray(start, dtype=np.int64))
+    best = -math.inf
+    for _ in range(max_rounds):
+        S = len(use)
+        A = mdp_rows(n, S, E, dist, epsilon).tocsr()
+        U = row_sum_rows(n, S)
+        M = sp.vstack([U, A], format="csr")
+        lo = np.concatenate([np.ones(n), np.full(A.shape[0], -np.inf)])
+        up = np.concatenate([np.ones(n), np.zeros(A.shape[0])])
+        c = c_low[:, use].reshape(-1)
+        lp = HighsLP(c, M, lo, up, np.zeros(n * S), np.ones(n * S), tolerance=tolerance)
+        sol = lp.solve()
+        if sol.status != "optimal":
+            raise RuntimeError(f"relaxed LR problem: HiGHS returned {sol.status!r}")
+        inner = lagrangian_bound(c, M, lo, up, np.zeros(n * S), np.ones(n * S), sol.row_dual)
+        u = sol.row_dual[:n]
+        rest = np.setdiff1d(np.arange(K), use)
+        red = np.minimum(0.0, c_low[:, rest] - u[:, None])
+        bound = inner + float(red.sum())
+        best = max(best, bound)
+        neg = red.sum(axis=0)
+        if len(rest) == 0 or neg.min() > -1e-12 * max(1.0, abs(bound)):
+            break
+        add = rest[np.argsort(neg)[:batch]]
+        add = add[neg[np.searchsorted(rest, add)] < 0]
+        use = np.union1d(use, add)
+    return best, len(use)
+
+
+# ------------------------------------------------------------------- inference
+def table_inference(req: ObfuscationRequest, pair_beta: np.ndarray, snap_max_km: float) -> np.ndarray:
+    """Paper section 4.7: for each uploaded cost c-hat (per unit of p), the number of rows of the
+    requested reference table whose beta is consistent with it, i.e. lies in
+    [c-hat/p - 2 e_max, c-hat/p] (c-hat/p = beta + e_i + e_k with 0 <= e <= e_max)."""
+    C = req.C_NO / req.p[:, None]
+    v = C[~np.isnan(C)]
+    b = np.sort(np.asarray(pair_beta, dtype=np.float64))
+    # pairs of one node with itself (beta 0) are rows of the table too
+    return np.searchsorted(b, v, side="right") - np.searchsorted(b, v - 2.0 * snap_max_km, side="left")
+
+
+def column_inference(req: ObfuscationRequest, world: World, gamma: float, Gamma: float,
+                     tol: float = 1e-9) -> dict:
+    """What the server learns from ``columns`` and ``D_NO`` (the price of sharing y).
+
+    Each LR row is located by trilateration: the locations v of V with d(v, k) = D_NO[i, k]
+    for every uploaded column k. If every row is pinned down, the server knows N_m and then
+    every location whose Gamma-ball in the (public) Geo-Ind graph is exactly N_m could be
+    the user. Returns the share of rows located uniquely and those candidate user locations."""
+    Dv = haversine_km(world.latlon[:, None, :], world.latlon[req.columns][None, :, :])  # (K, o)
+    located = np.full(req.n, -1)
+    for i in range(req.n):
+        cand = np.flatnonzero(np.max(np.abs(Dv - req.D_NO[i][None, :]), axis=1) <= tol)
+        if len(cand) == 1:
+            located[i] = cand[0]
+    share = float(np.mean(located >= 0))
+    centres: list[int] = []
+    if np.all(located >= 0):
+        N = set(located.tolist())
+        for c in located:
+            D = geo_ind_path_distance(world, gamma, int(c), Gamma)
+            if set(np.flatnonzero(D <= Gamma).tolist()) == N:
+                centres.append(int(c))
+    return {"rows_located": share, "candidate_locations": centres}
+
+
+# ------------------------------------------------------------------- one round
+def measure_round(rnd: "LRGeoRound") -> dict[str, Any]:
+    """The report of one round: what the server solved (bounds, gap, iterations, seconds), the
+    true expected cost of the users' own rows and of their LR objectives, the lower bound of
+    Theorem 4.7 and the approximation ratio, Geo-Ind violations across users (Eq. 34-35), and
+    what the server can infer from the uploads (section 4.7)."""
+    world, params, us, mechs, info, server = rnd.world, rnd.params, rnd.users, rnd.mechanisms, rnd.info, rnd.server
+    rep: dict[str, Any] = {"world": world.describe(), "users": len(us), "method": info.method,
+                           "status": info.status, "lp_upper_bound": info.upper_bound,
+                           "lp_lower_bound": info.lower_bound, "lp_gap": info.gap,
+                           "iterations": info.iterations, "seconds": dict(rnd.seconds),
+                           "certify_mixing": rnd.certify_mixing,
+                           "lr_set_sizes": [u.n for u in us], "obf_sizes": [int(len(u.obf)) for u in us]}
+    cbar = world.expected_cost
+    own = [float(cbar[u.location] @ m.matrix[u.row_of_location]) for u, m in zip(us, mechs)]
+    lr_obj = [float(np.mean(np.sum(cbar[u.lr] * m.matrix, axis=1))) for u, m in zip(us, mechs)]
+    lbs = [relaxed_lower_bound(u.D_NV[:, u.lr], params.gamma, params.epsilon, u.lower_bound_costs(cbar),
+                               u.obf)[0] for u in us]
+    rep["expected_cost_own_row"] = float(np.mean(own))
+    rep["expected_cost_lr_sets"] = float(np.sum(lr_obj))
+    rep["lower_bound"] = float(np.sum(lbs))
+    rep["approximation_ratio"] = float(np.sum(lr_obj) / np.sum(lbs)) if np.sum(lbs) > 0 else math.inf
+    v = violations(world, [u.lr for u in us], [m.matrix for m in mechs], params.epsilon, params.gamma)
+    rep.update(v.summary())
+    counts = []
+    located = []
+    for u in us:
+        req = server.requests[u.name]
+        tr = server.table_rows(*server.circles[u.name])
+        counts.append(table_inference(req, tr.pair_beta, server.table.snap_max_km))
+        ci = column_inference(req, world, params.gamma, params.Gamma)
+        located.append(ci["rows_located"] == 1.0 and ci["candidate_locations"] == [u.location])
+    allc = np.concatenate(counts)
+    rep["table_inference_mean_rows"] = float(allc.mean()) if len(allc) else 0.0
+    rep["table_inference_min_rows"] = int(allc.min()) if len(allc) else 0
+    rep["users_located_by_columns"] = float(np.mean(located))
+    return rep

@@ -1,0 +1,319 @@
+"""PMO by a decomposition over outputs (Dantzig-Wolfe on the row sums); not in paper 000.
+
+For one output k the mDP constraints ``z[i,k] <= exp(eps d(i,j)) z[j,k]`` define a cone C
+that is the same for every k. The only constraints that link outputs are the row sums. So
+PMO is
+
+    min  sum_k c_k' z_k   s.t.  sum_k z_k = 1,   z_k in C,
+
+and since ``z_k <= 1`` on every feasible matrix, each ``z_k`` lies in the polytope
+``P = C cap [0,1]^N``.
+
+**Master** (:mod:`.master`, restricted): non-negative weights ``b_s`` on points ``r_s`` of P,
+with ``sum_s b_s r_s = 1``. It starts with the all-ones vector of each connected component of
+the mDP graph (in C, since no constraint links two components), which makes it feasible, and
+with the single-record tents ``exp(-eps D(., a))``, D the path distance of the mDP graph. It is
+stabilised by a box step around the best duals (one half-width per record) and dual price
+smoothing (Wentges; automatic weight after Pessoa et al. 2018).
+
+**Pricing** (:mod:`.pricing`), for row-sum duals lambda: one LP per output,
+``min (c_k - lambda)' z`` over P, on threads.
+
+**Lower bound**: for *any* lambda, and the optimal Z*,
+
+    OPT = sum_i lambda_i + sum_k (c_k - lambda)' z*_k  >=  sum_i lambda_i + sum_k min_{z in P} (c_k - lambda)' z,
+
+each minimum bounded from below through the pricing LP's duals, so the bound holds whatever
+the solver's accuracy.
+
+**Upper bound**: the best certified cost of three candidates: the *elastic* free master (the
+master without the box, its row sums allowed off 1 at a high price) with its few off rows
+re-solved by :func:`scaledp.pmo.upper.repair_rows`; the exact free master (every solution a
+mechanism) when that repair gives up; and, once the stabilised master's slack is small, its
+own matrix divided by its row sums, lowered to its mDP envelope
+(:func:`scaledp.pmo.upper.mdp_envelope`) and mixed row by row with the uniform mechanism
+(:func:`scaledp.pmo.upper.rebalance_rows`). Every candidate is certified exactly.
+docs/benders.md describes what each piece buys, measured; docs/history.md what was tried.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from ...certify import CertifyReport, certify
+from ...graph import MDPGraph
+from ...lp.outcome import relative_gap
+from ...mechanism import Mechanism, SolveResult
+from ...progress import Progress, bounds_line, report
+from ...space import Space
+from ..upper import mdp_envelope, rebalance_rows, repair_rows
+from .master import ColumnMaster, new_columns
+from .pricing import Pricer, cone_rows
+
+ELASTIC_WIDTH = 1000.0
+"""The elastic free master's slack costs ``lambda +- width``, with width this times the
+stabilisation box's half-width: high enough that few rows are left off 1 (gauss-1000 at round
+26: 70 rows at 1000, 113 at 100, 254 at 10), low enough that it does not take the exact cover
+where that is far dearer (there: 138.6 against 205.8, in units of the largest cost)."""
+
+REBALANCE_SLACK = 0.1
+"""The stabilised master's matrix is tried as an upper bound once its total slack is below
+this times N (text-1000: 19 rounds at 0.1, 21 at 0.05)."""
+
+
+def default_workers() -> int:
+    """The cores this process may use (a container may allow fewer than cpu_count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class _Backoff:
+    """Try something; after each failure wait 1, 2, 4, ... chances before trying again."""
+
+    def __init__(self) -> None:
+        self.wait = self.skip = 0
+
+    def ready(self) -> bool:
+        if self.skip > 0:
+            self.skip -= 1
+            return False
+        return True
+
+    def failed(self) -> None:
+        self.wait = max(1, 2 * self.wait)
+        self.skip = self.wait
+
+    def succeeded(self) -> None:
+        self.wait = 0
+
+
+class _Decomposition:
+    """The state of one run: the instance in cost units, both masters, the pricer, and the
+    best certified matrix so far."""
+
+    def __init__(self, space: Space, *, reduce: bool, tolerance: float, workers: int) -> None:
+        self.space = space
+        N, self.K = space.n_records, space.n_outputs
+        self.eps = space.epsilon
+        wc = space.weighted_cost
+        self.scale = float(wc.max()) if wc.size and wc.max() > 0 else 1.0
+        self.C = wc / self.scale
+        graph = MDPGraph.from_space(space)
+        implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
+        self.edges, self.dist = graph.edges[~implied], graph.distance[~implied]
+        A = cone_rows(N, self.edges, self.dist, self.eps)
+        tents = np.exp(-self.eps * graph.path_distances())  # column a: exp(-eps D(., a)), 0 off a's component
+        # lambda_i = min_k c[i,k]: a valid start, with bound sum_i min_k c[i,k]
+        center = self.C.min(axis=1)
+        # the box half-width of record i: 0.07 x its own cost range, and at least 0.1 x the
+        # largest range (records with nearly flat costs must still move)
+        spread = self.C.max(axis=1) - self.C.min(axis=1)
+        self.delta = 0.07 * np.maximum(spread, 0.1 * (float(spread.max()) or 1.0))
+        self.master = ColumnMaster(N, tolerance)     # solved with the box: the (stabilised) duals
+        self.master.set_box(center, self.delta)
+        self.free = ColumnMaster(N, tolerance)       # solved without: mechanisms (the upper bound)
+        self.n_comp, self.comp = graph.components
+        self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
+        self.add(tents)
+        self.free.protected = self.free.n_cols     # kept: through the all-ones columns the free master is feasible
+        self.pricer = Pricer(A, N, tolerance, workers)
+        self.lb = float(center.sum())
+        self.ub = math.inf
+        self.best: tuple[np.ndarray, CertifyReport] | None = None
+        self.t = {"master": 0.0, "price": 0.0, "cert": 0.0, "free": 0.0}
+        self.rebalance = _Backoff()
+        self.repair = _Backoff()
+        self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
+                       "repaired_failed": 0}
+
+    def add(self, R: np.ndarray) -> None:
+        costs = self.C.T @ R                  # (K, n_new): c_k' r_s
+        owner = np.argmin(costs, axis=0)
+        g = costs[owner, np.arange(R.shape[1])]
+        self.master.add(R, owner, g)
+        self.free.add(R, owner, g)
+
+    # ------------------------------------------------------------ upper bounds
+    def certified(self, Z: np.ndarray, rebalance: bool = False) -> bool:
+        """Certify ``Z`` (lowered to its envelope and rebalanced first, if asked); True if it
+        is the new best."""
+        t0 = time.perf_counter()
+        if rebalance:
+            Z = rebalance_rows(mdp_envelope(Z, self.eps, self.edges, self.dist), self.C, self.eps, self.edges,
+                               self.dist)
+        Zc, cert = certify(Z, self.eps, *self.space.neighbor_pairs)
+        self.t["cert"] += time.perf_counter() - t0
+        val = float(np.sum(self.C * Zc))
+        if val < self.ub:
+            self.ub, self.best = val, (Zc, cert)
+            return True
+        return False
+
+    def solve_free(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """Solve the exact free master and certify its matrix unless its value cannot beat ``ub``."""
+        lam_f, b_f, _, obj_f, secs_f = self.free.solve(box=False)
+        self.t["free"] += secs_f
+        if obj_f < self.ub:
+            self.certified(self.free.matrix(b_f, self.K))
+        return lam_f, b_f, secs_f
+
+    def solve_elastic(self, lam_c: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """The elastic free master, its rows whose sums are off 1 re-solved by
+        :func:`repair_rows`, certified; None if the repair failed."""
+        lam_e, b_e, _, _, secs_e = self.free.solve(elastic=(lam_c, ELASTIC_WIDTH * self.delta))
+        self.t["free"] += secs_e
+        t0 = time.perf_counter()
+        Z = repair_rows(self.free.matrix(b_e, self.K), self.C, self.eps, self.edges, self.dist)
+        self.t["cert"] += time.perf_counter() - t0
+        self.counts["repaired_tried"] += 1
+        if Z is None:
+            self.counts["repaired_failed"] += 1
+            self.repair.failed()
+            return None
+        self.repair.succeeded()
+        if self.certified(Z):
+            self.counts["repaired_best"] += 1
+        return lam_e, b_e, secs_e
+
+    def upper_step(self, lam: np.ndarray, b: np.ndarray, slack: float) -> float:
+        """Improve the upper bound: the elastic free master (or, when its repair fails, the
+        exact one), then, once the slack is small, the stabilised master's own matrix. Returns
+        the free master's seconds."""
+        out = self.solve_elastic(lam) if self.repair.ready() else None
+        lam_f, b_f, secs_free = out if out is not None else self.solve_free()
+        self.free.prune(lam_f, b_f, 4 * self.master.n)
+        if slack < REBALANCE_SLACK * self.master.n and self.rebalance.ready():
+            self.counts["rebalanced_tried"] += 1
+            if self.certified(self.master.matrix(b, self.K), rebalance=True):
+                self.counts["rebalanced_best"] += 1
+                self.rebalance.succeeded()
+            else:
+                self.rebalance.failed()
+        return secs_free
+
+    # ------------------------------------------------------------ lower bounds
+    def price(self, lam: np.ndarray, alpha: float, smooth: bool
+              ) -> tuple[float, np.ndarray, np.ndarray, float, int]:
+        """Price at the smoothed duals (at ``lam`` itself when nothing prices out there); returns
+        the round's Lagrangian bound, the duals it was taken at, the new columns, the new
+        smoothing weight and the pricing iterations."""
+        center = self.master.center
+        lam_s = center + (1.0 - alpha) * (lam - center) if smooth else lam
+        bounds, Znew, iters = self.pricer.price(self.C, lam_s)
+        lb_here, lam_lb = float(lam_s.sum() + bounds.sum()), lam_s
+        if smooth:
+            # Pessoa et al. (2018): if the Lagrangian rises from the smoothed point towards the
+            # master's duals (subgradient 1 - sum_k z_k), smooth less; else smooth more
+            if float((1.0 - Znew.sum(axis=1)) @ (lam - lam_s)) > 0:
+                alpha = max(0.0, alpha - 0.1)
+            else:
+                alpha = min(0.95, alpha + 0.1 * (1.0 - alpha))
+        cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
+        if cols.shape[1] == 0 and smooth:           # a mis-pricing: price at the master's duals
+            bounds, Znew, extra = self.pricer.price(self.C, lam)
+            iters += extra
+            cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
+            lb_master = float(lam.sum() + bounds.sum())
+            if lb_master > lb_here:
+                lb_here, lam_lb = lb_master, lam
+        return lb_here, lam_lb, cols, alpha, iters
+
+
+def _result(d: _Decomposition, space: Space, status: str, it: int, history: list[dict[str, Any]],
+            workers: int, t_start: float, t_build: float) -> SolveResult:
+    if d.best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
+        d.solve_free()
+    assert d.best is not None
+    Zc, cert = d.best
+    upper_bound = d.ub * d.scale
+    lower = min(d.lb * d.scale, upper_bound)
+    all_e, all_d = space.neighbor_pairs
+    N, K = space.n_records, space.n_outputs
+    mech = Mechanism(Zc, d.eps, all_e, all_d, output_records=space.output_records, cost=space.cost,
+                     prior=space.prior, metadata={"method": "outputs", "eta": space.eta, "instance": space.name,
+                                                  "certify_mixing": cert.mixing})
+    stats = {"n_records": N, "n_outputs": K, "columns": d.master.n_cols, "edges": int(len(all_e)),
+             "edges_kept": int(len(d.edges)), "constraints_before": 2 * len(all_e) * K + N,
+             "constraints_after": 2 * len(d.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
+             "master_fallbacks": d.master.fallbacks + d.free.fallbacks, **d.counts}
+    timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
+               "certify": d.t["cert"], "total": time.perf_counter() - t_start}
+    return SolveResult(mechanism=mech, method="outputs", status=status, upper_bound=upper_bound, lower_bound=lower,
+                       gap=relative_gap(upper_bound, lower), iterations=it, history=tuple(history), timings=timings,
+                       stats=stats)
+
+
+def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500, time_limit: float | None = None,
+                  reduce: bool = True, tolerance: float = 1e-9, workers: int | None = None,
+                  progress: Progress | None = None) -> SolveResult:
+    """Solve PMO by the decomposition over outputs and return a certified mechanism.
+
+    Stops at the relative ``gap`` between the certified cost and the rigorous lower bound, at
+    ``max_iterations`` rounds, or at ``time_limit`` seconds (checked between rounds). The
+    result is always the best certified matrix found, with its true gap. ``workers`` threads
+    run the pricing LPs (default: one per core); the result does not depend on it. Options
+    are checked by :func:`scaledp.solve`.
+    """
+    workers = default_workers() if workers is None else workers
+    t_start = time.perf_counter()
+    d = _Decomposition(space, reduce=reduce, tolerance=tolerance, workers=workers)
+    t_build = time.perf_counter() - t_start
+    N = space.n_records
+    alpha = 0.5
+    history: list[dict[str, Any]] = []
+    status = "iteration_limit"
+    lb_at_free = -math.inf
+    it_free = it = 0
+    try:
+        for it in range(1, max_iterations + 1):
+            lam, b, slack, obj, secs = d.master.solve()
+            d.t["master"] += secs
+            t0 = time.perf_counter()
+            lb_here, lam_lb, cols, alpha, p_iters = d.price(lam, alpha, smooth=it > 1 and alpha > 0)
+            tp = time.perf_counter() - t0
+            d.t["price"] += tp
+            serious = lb_here > d.lb
+            if serious:                  # a serious step: move the box to these duals
+                d.lb = lb_here
+                d.master.set_box(lam_lb, d.master.delta)
+            secs_free = 0.0
+            # the upper bound moves little after the first rounds (grid-500: 0.6% from round 7
+            # to 20, while the lower bound moves 3%): improve it when the gap is near the
+            # target, or every 5 rounds
+            if d.lb > lb_at_free and (not math.isfinite(d.ub) or gap < relative_gap(d.ub, d.lb) <= 2 * gap
+                                      or it - it_free >= 5):
+                it_free, lb_at_free = it, d.lb
+                secs_free = d.upper_step(lam, b, slack)
+            if math.isfinite(d.ub) and d.lb > d.ub * (1 + 1e-7) + 1e-12:
+                raise AssertionError(f"lower bound {d.lb} exceeds the certified cost {d.ub}")
+            g = relative_gap(d.ub, d.lb)
+            rec = {"iteration": it, "lower_bound": d.lb * d.scale, "upper_bound": d.ub * d.scale, "gap": g,
+                   "master_objective": obj * d.scale, "slack": slack, "box": float(np.max(d.master.delta)),
+                   "cuts_added": int(cols.shape[1]), "columns": d.master.n_cols, "master_seconds": secs,
+                   "master_iterations": d.master.iterations, "free_master_seconds": secs_free, "sub_seconds": tp,
+                   "pricing_iterations": p_iters, "smoothing": alpha, "elapsed": time.perf_counter() - t_start}
+            history.append(rec)
+            report(progress, "round", bounds_line("round", rec, "columns", "columns"), rec)
+            if g <= gap:
+                status = "optimal"
+                break
+            if time_limit is not None and time.perf_counter() - t_start >= time_limit:
+                status = "time_limit"
+                break
+            if cols.shape[1] > 0:
+                rec["deleted"] = d.master.prune(lam, b, 2 * N)
+                d.add(cols)
+            elif not serious:            # nothing prices out and the box did not move
+                if slack > 1e-6:         # the box binds where it stands: widen it
+                    d.master.set_box(d.master.center, d.master.delta * 10)
+                else:                    # and it does not bind: done
+                    d.solve_free()
+                    status = "optimal" if relative_gap(d.ub, d.lb) <= gap else "stalled"
+                    break
+    finally:
+        d.pricer.close()
+    return _result(d, space, status, it, history, workers, t_start, t_build)

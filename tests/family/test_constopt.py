@@ -1,0 +1,89 @@
+"""Paper 002: OPTMech, ConstOPTMech, SpannerMech, Madlib / planar Laplace, epsilon_tight and
+the packing lower bound, each against an independent computation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scaledp import SolverLimitError, solve
+from scaledp.datasets import build_space, planar
+from scaledp.family.constopt import (
+    assemble_constopt,
+    constopt_mechanism,
+    weighted_exponential_mechanism,
+)
+from scaledp.family.exponential import exponential_mechanism
+from scaledp.lp.highs import INF, HighsLP
+from scaledp.measures import (
+    worst_case_loss,
+)
+
+from ..paper002 import metric_space, naive_constopt_value
+
+# ------------------------------------------------------------------ OPTMech
+
+
+# ------------------------------------------------------------------ ConstOPTMech
+
+
+# ------------------------------------------------------------------ SpannerMech
+
+
+# ------------------------------------------------------------------ Madlib / planar Laplace
+
+
+# ------------------------------------------------------------------ epsilon_tight
+
+
+# ------------------------------------------------------------------ lower bound
+
+
+# ------------------------------------------------------------------ data
+
+
+# ------------------------------------------------------------------ bad input and CLI
+
+
+@pytest.mark.parametrize("r,lam", [(1, 0.1), (3, 0.001), (5, 1.0)])
+def test_constopt_reduced_lp_equals_the_paper_lp(r, lam):
+    s = metric_space(8, seed=r)
+    lp = assemble_constopt(s, r, lam, s.epsilon / 2)
+    sol = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF)).solve()
+    assert sol.objective == pytest.approx(naive_constopt_value(s, r, lam), rel=1e-7)
+    # Theorem 1: variables exactly, constraints and non-zeros at most its bounds
+    assert lp.counts["variables"] == lp.counts["theorem1_variables"]
+    assert lp.counts["constraints"] <= lp.counts["theorem1_constraints"]
+    assert lp.counts["nonzeros"] <= lp.counts["theorem1_nonzeros"]
+
+
+def test_constopt_sweep_returns_the_best_lambda_and_is_epsilon_mdp():
+    s = metric_space(15, seed=4)
+    res = constopt_mechanism(s, r=4, lambdas=[0.001, 0.1, 1.0])
+    losses = [row["worst_case_loss"] for row in res.stats["sweep"]]
+    assert len(losses) == 3
+    assert res.upper_bound == pytest.approx(min(losses), rel=1e-6)
+    assert res.mechanism.verification.passed
+    assert res.upper_bound >= solve(s, "optmech").upper_bound - 1e-7
+
+
+def test_weighted_exponential_mechanism_fixes_the_black_hole():
+    """Lemma 1's example: one outlier at distance 1 from a tight cluster."""
+    n = 12
+    pts = np.vstack([[0.0, 0.0], 1.0 + 1e-3 * np.random.default_rng(0).random((n - 1, 2))])
+    pts[1:, 1] = 0.0
+    pts[1:, 0] = 1.0 + 1e-3 * np.arange(n - 1)
+    s = build_space(planar(pts), epsilon=4.0, eta=math.inf)
+    plain = worst_case_loss(exponential_mechanism(s).mechanism.matrix, s.cost)
+    Y = np.r_[1.0, np.full(n - 1, 1.0 / (n - 1))]
+    weighted = weighted_exponential_mechanism(s, Y)
+    assert weighted.mechanism.verification.passed
+    assert weighted.upper_bound < plain
+
+
+def test_time_limit_returns_no_mechanism():
+    s = metric_space(60, seed=1)
+    with pytest.raises(SolverLimitError):
+        constopt_mechanism(s, r=10, time_limit=1e-4)

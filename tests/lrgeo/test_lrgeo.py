@@ -1,0 +1,258 @@
+"""LR-Geo (paper 003): protocol, solve, privacy and bounds."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from scaledp import solve
+from scaledp.audit import verify
+from scaledp.cli import main
+from scaledp.datasets.city import grid_city, helsinki
+from scaledp.experiments.lrgeo import world_space
+from scaledp.lrgeo.measures import measure_round, relaxed_lower_bound, violations
+from scaledp.lrgeo.messages import (
+    ObfuscationRequest,
+    ObfuscationResponse,
+    ProtocolError,
+    TableRequest,
+    TableResponse,
+)
+from scaledp.lrgeo.protocol import run_round
+from scaledp.lrgeo.server import LRGeoServer
+from scaledp.lrgeo.table import build_table
+from scaledp.lrgeo.user import LRGeoParams, LRGeoUser
+
+from ..mechanism_checks import (
+    check_exact_mdp,
+    check_probabilities,
+    check_sampling,
+    check_save_load,
+)
+
+HELSINKI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "helsinki"
+
+
+@pytest.fixture(scope="module")
+def city():
+    return grid_city(8, 8, cell_km=0.25, seed=3)
+
+
+@pytest.fixture(scope="module")
+def params(city):
+    return LRGeoParams.scaled(city.cell, eps_cell=1.0, table_cells=0.25)
+
+
+@pytest.fixture(scope="module")
+def table(city, params):
+    return build_table(city, params.cell, params.table_band)
+
+
+def _setup(city, params, table, locs, seed=0):
+    srv = LRGeoServer(city, table, params)
+    rng = np.random.default_rng(seed)
+    users = [LRGeoUser(city, int(v), params, name=f"u{t}", rng=rng) for t, v in enumerate(locs)]
+    for u in users:
+        srv.enrol(u)
+    return srv, users
+
+
+# ------------------------------------------------------------------ bad input
+def test_params_reject_bad_values(city):
+    c = city.cell
+    with pytest.raises(ValueError, match="Gamma"):
+        LRGeoParams(epsilon=1, gamma=2 * c, Gamma=c, r_obf=3 * c, r_exp=c, cell=c / 4)
+    with pytest.raises(ValueError, match="r_exp"):
+        LRGeoParams(epsilon=1, gamma=c, Gamma=2 * c, r_obf=c, r_exp=2 * c, cell=c / 4)
+    with pytest.raises(ValueError, match="cell"):
+        LRGeoParams(epsilon=1, gamma=c, Gamma=2 * c, r_obf=3 * c, r_exp=c, cell=0.0)
+
+
+def test_single_location_lr_set_is_refused(city):
+    c = city.cell
+    P = LRGeoParams(epsilon=1, gamma=0.5 * c, Gamma=0.5 * c, r_obf=2 * c, r_exp=c, cell=c / 4)
+    with pytest.raises(ValueError, match="single location"):
+        LRGeoUser(city, 0, P, rng=0)
+
+
+def test_uncovering_circle_is_refused(city, params, table):
+    srv = LRGeoServer(city, table, params)
+    u = LRGeoUser(city, 27, params, rng=0)
+    req = u.table_request()
+    small = TableRequest(user=req.user, center=req.center, radius_km=params.Gamma / 2)
+    with pytest.raises(ProtocolError, match="does not cover"):
+        u.obfuscation_request(srv.handle_table_request(small))
+
+
+def test_bad_messages_leave_server_state_unchanged(city, params, table):
+    srv, users = _setup(city, params, table, [9, 45])
+    good = srv.requests["u0"]
+    before = dict(srv.requests)
+    n, o = good.D_NO.shape
+    bad_variants = {
+        "shape": dict(D_NO=good.D_NO[:, :-1]),
+        "nan": dict(D_NO=np.where(np.eye(n, o, dtype=bool), np.nan, good.D_NO)),
+        "negative": dict(D_NN=-good.D_NN),
+        "asymmetric": dict(D_NN=good.D_NN + np.triu(np.full((n, n), 0.01), 1)),
+    }
+    for what, change in bad_variants.items():
+        fields = dict(user="u0", D_NN=good.D_NN, columns=good.columns, D_NO=good.D_NO, C_NO=good.C_NO, p=good.p)
+        fields.update(change)
+        with pytest.raises(ProtocolError):
+            srv.submit(ObfuscationRequest(**fields))
+    # a well-formed message that fails the server's own checks: a column out of range
+    with pytest.raises(ProtocolError, match="columns"):
+        srv.submit(ObfuscationRequest(user="u0", D_NN=good.D_NN, columns=good.columns + city.K, D_NO=good.D_NO,
+                                      C_NO=good.C_NO, p=good.p))
+    # missing costs within r_obf
+    with pytest.raises(ProtocolError, match="C_NO"):
+        srv.submit(ObfuscationRequest(user="u0", D_NN=good.D_NN, columns=good.columns, D_NO=good.D_NO,
+                                      C_NO=np.full(good.C_NO.shape, np.nan), p=good.p))
+    assert srv.requests == before and srv.requests["u0"] is good
+
+
+def test_messages_round_trip_through_json(city, params, table):
+    srv, users = _setup(city, params, table, [9, 45])
+    tr = users[0].table_request()
+    tr2 = TableRequest.from_json(tr.to_json())
+    assert tr2.user == tr.user and np.array_equal(tr2.center, tr.center) and tr2.radius_km == tr.radius_km
+    resp_t = srv.handle_table_request(tr)
+    back = TableResponse.from_json(resp_t.to_json())
+    assert np.array_equal(back.pair_key, resp_t.pair_key) and np.allclose(back.pair_beta, resp_t.pair_beta)
+    req = srv.requests["u0"]
+    r2 = ObfuscationRequest.from_json(req.to_json())
+    assert np.array_equal(np.isnan(r2.C_NO), np.isnan(req.C_NO))
+    assert np.allclose(np.nan_to_num(r2.C_NO), np.nan_to_num(req.C_NO)) and np.array_equal(r2.columns, req.columns)
+    resp, _ = srv.solve(method="monolithic")
+    o2 = ObfuscationResponse.from_json(resp["u0"].to_json())
+    assert np.allclose(o2.y, resp["u0"].y)
+    with pytest.raises(ProtocolError):
+        ObfuscationRequest.from_json(json.dumps({"type": "ObfuscationRequest", "user": "x"}))
+
+
+# ------------------------------------------------------------- cost bounds
+def test_estimated_costs_bound_the_true_costs(city, params, table):
+    """Lemma B.1 / B.2: p(beta - e - e) <= c <= p(beta + e + e)."""
+    _, users = _setup(city, params, table, [0, 20, 63])
+    cbar = city.expected_cost
+    for u in users:
+        req = u.obfuscation_request(LRGeoServer(city, table, params).handle_table_request(u.table_request()))
+        true = cbar[np.ix_(u.lr, u.obf)] * req.p[:, None]
+        m = ~np.isnan(req.C_NO)
+        assert m.any()
+        assert np.all(req.C_NO[m] >= true[m] - 1e-12)
+        assert np.all(u.c_low[m] <= true[m] + 1e-12)
+
+
+# ------------------------------------------------------------------- solving
+def test_benders_matches_monolithic_and_matrices_pass_the_audit(city, params, table):
+    srv, users = _setup(city, params, table, [9, 27, 45])
+    rb, ib = srv.solve(method="benders", gap=1e-6, fallback=False)
+    rm, im = srv.solve(method="monolithic")
+    assert ib.method == "benders" and ib.status == "optimal"
+    assert ib.lower_bound <= ib.upper_bound + 1e-9
+    assert im.lower_bound <= im.upper_bound + 1e-9
+    assert abs(ib.upper_bound - im.upper_bound) <= 1e-5 * im.upper_bound
+    for u in users:
+        mech, mix = u.mechanism(rb[u.name])
+        E, d = u.lr_pairs()
+        assert len(E) > 0
+        assert verify(mech.matrix, params.epsilon, E, d).passed
+        assert mix < 1e-4
+        np.testing.assert_allclose(mech.matrix.sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_user_mechanisms_pass_the_common_checks(city, params, table, tmp_path):
+    """Probabilities, exact Geo-Ind on the LR pairs, save/load with audit, sampling. LR-Geo
+    matrices cover a user's LR rows, not a whole Space, so the checks run on those pairs;
+    the user's matrix stores no costs (it knows only estimates)."""
+    srv, users = _setup(city, params, table, [9, 45])
+    resp, _ = srv.solve(method="benders", gap=1e-6)
+    for u in users:
+        mech, _ = u.mechanism(resp[u.name])
+        E, d = u.lr_pairs()
+        assert mech.matrix.shape == (u.n, city.K) and len(mech.edges) == len(E)
+        check_probabilities(mech.matrix)
+        check_exact_mdp(mech.matrix, params.epsilon, E, d)
+        check_save_load(mech, tmp_path, with_cost=False)
+        check_sampling(mech)
+
+
+def test_exponential_entries_satisfy_geo_ind_across_users(city, params, table):
+    """Theorem 4.4: every violation between users involves at least one free (LP) entry."""
+    srv, users = _setup(city, params, table, [10, 19, 37, 44])
+    resp, _ = srv.solve(method="monolithic")
+    Zs = [u.assemble(resp[u.name]) for u in users]
+    free = []
+    for u in users:
+        F = np.zeros((u.n, city.K), dtype=bool)
+        F[:, u.obf] = u.D_NV[:, u.obf] <= params.r_exp
+        free.append(F)
+    H = city.haversine
+    for a in range(len(users)):
+        for b in range(a + 1, len(users)):
+            D = H[np.ix_(users[a].lr, users[b].lr)]
+            i, j = np.nonzero(D <= params.gamma)
+            f = np.exp(params.epsilon * D[i, j])[:, None]
+            for X, Y, FX, FY in ((Zs[a][i], Zs[b][j], free[a][i], free[b][j]),
+                                 (Zs[b][j], Zs[a][i], free[b][j], free[a][i])):
+                bad = X > f * Y * (1 + 1e-9) + 1e-15
+                assert not np.any(bad & ~FX & ~FY)
+    v = violations(city, [u.lr for u in users], Zs, params.epsilon, params.gamma)
+    assert v.cross_checked > 0 and 0 <= v.ratio <= v.cross_ratio <= 1
+
+
+def test_lower_bound_is_below_the_optimal_geo_ind_mechanism(params):
+    """Theorem 4.7 on a small city: the relaxed bound of each user's LR rows is below what the
+    full optimal Geo-Ind mechanism over all K locations pays on those rows."""
+    w = grid_city(6, 6, cell_km=0.25, seed=5)
+    P = LRGeoParams.scaled(w.cell, eps_cell=1.0, table_cells=0.25)
+    tab = build_table(w, P.cell, P.table_band)
+    srv, users = _setup(w, P, tab, [7, 21, 28])
+    full = solve(world_space(w, P)).mechanism.matrix
+    cbar = w.expected_cost
+    for u in users:
+        lb, used = relaxed_lower_bound(u.D_NV[:, u.lr], P.gamma, P.epsilon, u.lower_bound_costs(cbar), u.obf)
+        opt_rows = float(np.mean(np.sum(cbar[u.lr] * full[u.lr], axis=1)))
+        assert used >= len(u.obf)
+        assert 0 < lb <= opt_rows + 1e-9
+
+
+def test_run_round_reports_and_lrgeo_f(city, params, table):
+    rnd = run_round(city, params, users=3, seed=2, table=table)
+    r = measure_round(rnd)
+    assert r["lower_bound"] <= r["expected_cost_lr_sets"] + 1e-9
+    assert r["approximation_ratio"] >= 1.0 - 1e-9
+    assert 0 <= r["violation_ratio"] <= 1
+    assert r["users_located_by_columns"] == 1.0   # the price of sharing y: see messages.py
+    PF = LRGeoParams(epsilon=params.epsilon, gamma=math.inf, Gamma=params.Gamma, r_obf=params.r_obf,
+                     r_exp=params.r_exp, cell=params.cell)
+    rf = run_round(city, PF, users=2, seed=2, table=table)
+    assert all(m.verification.passed for m in rf.mechanisms)
+
+
+def test_cli_lrgeo_json():
+    res = CliRunner().invoke(main, ["lrgeo", "--dataset", "gridcity", "--grid", "6x6", "--users", "2", "--json",
+                                    "--baselines", "expmech"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["users"] == 2 and rep["baselines"][0]["method"] == "expmech"
+    assert rep["lower_bound"] <= rep["expected_cost_lr_sets"] + 1e-9
+    bad = CliRunner().invoke(main, ["lrgeo", "--grid", "6x6", "--r-exp", "5", "--r-obf", "1"])
+    assert bad.exit_code == 2 and "r_exp" in bad.output
+
+
+def test_helsinki_world():
+    if not (HELSINKI / "helsinki_walking_nodes.csv").is_file():
+        pytest.skip(f"Helsinki data not found in {HELSINKI}")
+    w = helsinki(HELSINKI).block(8, 8)
+    P = LRGeoParams.scaled(w.cell, eps_cell=1.0, table_cells=0.25)
+    rnd = run_round(w, P, users=2, seed=0)
+    assert all(m.verification.passed for m in rnd.mechanisms)
+    rep = measure_round(rnd)
+    assert rep["lower_bound"] <= rep["expected_cost_lr_sets"] + 1e-9

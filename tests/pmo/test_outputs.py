@@ -1,0 +1,179 @@
+"""The decomposition over outputs: exact within the requested gap, rigorous bound, certified."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scaledp import build_space, solve
+from scaledp.datasets import gaussian, grid
+from scaledp.graph import MDPGraph
+from scaledp.pmo.outputs.pricing import Pricer, cone_rows
+from scaledp.pmo.outputs.solve import solve_outputs
+
+from ..mechanism_checks import (
+    check_exact_mdp,
+    check_probabilities,
+    check_sampling,
+    check_save_load,
+)
+
+
+@pytest.fixture(scope="module", params=["grid-travel", "gauss-disconnected"])
+def case(request):
+    if request.param == "grid-travel":
+        space = build_space(grid(5, 6, 1.0), epsilon=1.0, eta=1.5, n_outputs=8, cost="travel", seed=3)
+    else:  # eta small enough that the mDP graph falls apart into several components
+        space = build_space(gaussian(40, 2, seed=2), epsilon=1.0, eta=0.45, n_outputs=10, cost="distance", seed=4)
+    return space, solve(space).upper_bound
+
+
+def test_reaches_the_monolithic_optimum_within_the_gap(case):
+    space, optimum = case
+    hist = []
+    res = solve_outputs(space, gap=1e-4, progress=lambda e: hist.append(e.record))
+    assert res.status == "optimal"
+    assert res.mechanism.verification.passed
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12          # the bound is rigorous
+    assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
+    assert res.gap <= 1e-4
+    lbs = [h["lower_bound"] for h in hist]
+    assert lbs == sorted(lbs)                                       # best bound so far
+    for h in hist:
+        assert h["lower_bound"] <= h["upper_bound"] * (1 + 1e-7) + 1e-12
+
+
+def test_the_disconnected_case_really_is_disconnected():
+    space = build_space(gaussian(40, 2, seed=2), epsilon=1.0, eta=0.45, n_outputs=10, cost="distance", seed=4)
+    assert MDPGraph.from_space(space).components[0] > 1
+
+
+def test_common_mechanism_checks_and_method_dispatch(case, tmp_path):
+    space, optimum = case
+    res = solve(space, method="outputs", gap=1e-3)
+    assert res.method == "outputs"
+    assert res.upper_bound <= optimum * (1 + 1e-3) + 1e-12
+    m = res.mechanism
+    check_probabilities(m.matrix)
+    check_exact_mdp(m.matrix, m.epsilon, *space.neighbor_pairs)
+    check_save_load(m, tmp_path)
+    check_sampling(m)
+
+
+def test_a_time_limit_still_returns_a_certified_mechanism_with_its_true_gap(case):
+    space, optimum = case
+    res = solve_outputs(space, gap=1e-9, max_iterations=1)
+    assert res.status in ("iteration_limit", "optimal")
+    assert res.mechanism.verification.passed
+    assert res.upper_bound >= optimum * (1 - 1e-7)
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12
+    assert np.isclose(res.gap, (res.upper_bound - res.lower_bound) / res.upper_bound)
+
+
+def test_the_result_does_not_depend_on_the_pricing_threads(case):
+    space, _ = case
+    one = solve_outputs(space, gap=1e-3, workers=1)
+    two = solve_outputs(space, gap=1e-3, workers=2)
+    assert one.iterations == two.iterations
+    assert one.upper_bound == two.upper_bound and one.lower_bound == two.lower_bound
+    assert np.array_equal(one.mechanism.matrix, two.mechanism.matrix)
+
+
+def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
+    import scaledp.pmo.outputs.master as po
+    from scaledp.lp.dense import DenseLPResult
+
+    space, optimum = case
+
+    def failing(R, g, rhs, slack_costs=None, **kw):
+        m = R.shape[0]
+        return DenseLPResult(b=np.zeros(R.shape[1]), sp=np.zeros(m), sm=np.zeros(m), y=np.zeros(m),
+                             primal_objective=0.0, dual_objective=0.0, iterations=200, status="iteration_limit",
+                             error=1.0)
+
+    monkeypatch.setattr(po, "solve_dense_lp", failing)
+    res = solve_outputs(space, gap=1e-3)
+    assert res.stats["master_fallbacks"] > 0
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 2e-7) + 1e-12
+
+
+@pytest.mark.parametrize("kw, match", [({"gap": 0.0}, "gap"), ({"gap": -1.0}, "gap"),
+                                       ({"max_iterations": 0}, "max_iterations"), ({"workers": 0}, "workers"),
+                                       ({"smoothing": 0.5}, "does not take smoothing"),
+                                       ({"pricing": "dual"}, "does not take pricing")])
+def test_bad_options(kw, match):
+    space = build_space(grid(3, 3, 1.0), epsilon=1.0, eta=1.5, n_outputs=3, cost="travel", seed=1)
+    with pytest.raises((ValueError, TypeError), match=match):
+        solve(space, "outputs", **kw)
+
+
+def test_rebalanced_master_matrix_is_used_and_stays_exact(monkeypatch):
+    # high-dimensional points with a dense mDP graph, like the word vectors: there the free
+    # master's exact cover lags, and the row-rebalanced stabilised matrix gives the bound
+    import scaledp.pmo.outputs.solve as po
+    calls = []
+    envelope = po.mdp_envelope
+    monkeypatch.setattr(po, "mdp_envelope", lambda *a, **kw: calls.append(1) or envelope(*a, **kw))
+    space = build_space(gaussian(60, 12, seed=5), epsilon=0.35, eta=6.0, n_outputs=12, cost="distance", seed=6)
+    optimum = solve(space).upper_bound
+    res = solve_outputs(space, gap=1e-3)
+    assert len(calls) == res.stats["rebalanced_tried"]
+    assert res.stats["rebalanced_tried"] >= 1
+    assert res.stats["rebalanced_best"] >= 1
+    assert res.status == "optimal" and res.gap <= 1e-3
+    assert res.mechanism.verification.passed
+    assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 2e-7) + 2e-12
+    assert res.upper_bound <= optimum * (1 + 1e-3) + 1e-12
+
+
+def test_the_pricer_solves_its_lps_with_rigorous_bounds(case):
+    """The dual-form pricer returns, per output, a point of P and a bound that are both right:
+    the point is feasible, its value equals the bound up to the solver's tolerance, and a fresh
+    HiGHS solve of the primal LP agrees on the minimum."""
+    from scaledp.lp.highs import INF, solve_lp
+
+    space, _ = case
+    N = space.n_records
+    g = MDPGraph.from_space(space)
+    A = cone_rows(N, g.edges, g.distance, space.epsilon)
+    C = space.weighted_cost / space.weighted_cost.max()
+    rng = np.random.default_rng(0)
+    dual = Pricer(A, N, 1e-9, 1)
+    for scale in (0.5, 1.0, 2.0):                    # three rounds: the models are re-used
+        lam = C.min(axis=1) + scale * rng.uniform(0, 0.5, N)
+        bd, Zd, _ = dual.price(C, lam)
+        assert np.any(bd < -1e-3)                    # not a trivial round: some output prices out
+        for k in range(C.shape[1]):
+            w = C[:, k] - lam
+            ref = solve_lp(w, A, np.full(A.shape[0], -INF), np.zeros(A.shape[0]), np.zeros(N), np.ones(N))
+            assert bd[k] <= ref.objective + 1e-9                                         # rigorous
+            assert np.isclose(bd[k], min(ref.objective, 0.0), atol=1e-7)               # and tight
+            z = Zd[:, k]
+            assert np.all((z >= 0) & (z <= 1)) and np.max(A @ z) <= 1e-7             # z is in P
+            assert np.isclose(w @ z, min(ref.objective, 0.0), atol=1e-7)             # and optimal
+
+
+def test_the_repaired_elastic_master_gives_the_bound_and_reaches_the_optimum(case):
+    space, optimum = case
+    res = solve_outputs(space, gap=1e-4)
+    assert res.stats["repaired_tried"] >= 1
+    assert res.stats["repaired_best"] >= 1
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
+
+
+def test_when_the_repair_gives_up_the_exact_free_master_stands_in(case, monkeypatch):
+    import scaledp.pmo.outputs.solve as po
+    calls = []
+
+    def give_up(*args, **kwargs):
+        calls.append(1)
+        return None
+    monkeypatch.setattr(po, "repair_rows", give_up)
+    space, optimum = case
+    res = solve_outputs(space, gap=1e-4)
+    assert calls and res.stats["repaired_failed"] == len(calls) == res.stats["repaired_tried"]
+    assert res.stats["repaired_best"] == 0
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12

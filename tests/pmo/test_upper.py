@@ -1,0 +1,201 @@
+"""Exact verification and the repair step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scaledp import verify
+from scaledp.certify import certify
+
+EDGE = np.array([[0, 1]])
+D1 = np.array([1.0])
+
+
+def _cone_matrix(n: int, k: int, eps: float, seed: int):
+    """Records on a line (neighbours within 1.5), and a matrix whose every column is a sum of
+    tents exp(-eps D(., a)) (so exactly in the mDP cone) but whose rows do not sum to 1."""
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, n / 2, n))
+    E = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if x[j] - x[i] <= 1.5])
+    d = x[E[:, 1]] - x[E[:, 0]]
+    D = np.abs(x[:, None] - x[None, :])       # on a line with these edges, the path distance
+    tents = np.exp(-eps * D)
+    W = rng.exponential(1.0, (n, k)) * (rng.random((n, k)) < 0.2)
+    Z = tents @ W
+    Z /= Z.sum(axis=1).mean()                 # mean row sum 1; single rows stay off 1
+    cost = np.abs(x[:, None] - rng.uniform(0, n / 2, k)[None, :])
+    return Z, cost, E, d
+
+
+def _nearly_stochastic(seed: int):
+    """A mechanism with exact row sums (rebalanced cone matrix), plus a small tent added to one
+    output: every column is still in the mDP cone, but the rows near the tent's centre are off
+    1 (rows far away by less than 1e-7)."""
+    from scaledp.pmo.upper import rebalance_rows
+    n, k, eps = 30, 8, 1.3
+    Z, cost, E, d = _cone_matrix(n, k, eps, seed)
+    Z2 = rebalance_rows(Z, cost, eps, E, d)
+    rng = np.random.default_rng(seed)
+    x = np.sort(np.random.default_rng(seed).uniform(0, n / 2, n))   # _cone_matrix's positions
+    a, q = int(rng.integers(n)), int(rng.integers(k))
+    Z3 = Z2.copy()
+    Z3[:, q] += 1e-4 * np.exp(-eps * np.abs(x - x[a]))
+    return Z3, cost, eps, E, d
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rebalance_rows_is_the_optimum_of_its_lp_and_beats_plain_certification(seed):
+    from scipy.optimize import linprog
+
+    from scaledp.pmo.upper import rebalance_rows
+    n, k, eps = 30, 8, 1.3
+    Z, cost, E, d = _cone_matrix(n, k, eps, seed)
+    r = Z.sum(axis=1)
+    assert np.ptp(r) > 0.05                          # rows really are off
+    Z2 = rebalance_rows(Z, cost, eps, E, d, batch=50)   # small batches: several generation rounds
+    np.testing.assert_allclose(Z2.sum(axis=1), 1.0, atol=1e-12)
+    assert verify(Z2, eps * (1 + 1e-6), E, d).passed
+    Zc, rep = certify(Z2, eps, E, d)
+    assert rep.mixing < 1e-6
+    # the same LP with every row written out, solved at once
+    I, J = np.r_[E[:, 0], E[:, 1]], np.r_[E[:, 1], E[:, 0]]
+    f = np.exp(eps * np.r_[d, d])
+    rows = []
+    for p in range(len(I)):
+        for q in range(k):
+            row = np.zeros(n)
+            row[I[p]] += Z[I[p], q] - r[I[p]] / k
+            row[J[p]] -= f[p] * (Z[J[p], q] - r[J[p]] / k)
+            rows.append(row)
+    rhs = np.repeat((f - 1) / k, k)
+    obj = (cost * Z).sum(axis=1) - r * cost.mean(axis=1)
+    full = linprog(obj, A_ub=np.array(rows), b_ub=rhs, bounds=list(zip(np.zeros(n), 1 / r)), method="highs")
+    assert full.status == 0
+    best = full.fun + cost.mean(axis=1).sum()
+    assert float(np.sum(cost * Z2)) == pytest.approx(best, rel=1e-7)
+    # and it is cheaper than dividing the rows (certify alone) and than the uniform mechanism
+    plain, _ = certify(Z, eps, E, d)
+    assert np.sum(cost * Zc) < np.sum(cost * plain)
+    assert np.sum(cost * Zc) <= cost.mean(axis=1).sum() + 1e-9
+
+
+def test_rebalance_rows_rejects_mismatched_cost():
+    from scaledp.pmo.upper import rebalance_rows
+    with pytest.raises(ValueError, match="one shape"):
+        rebalance_rows(np.ones((3, 2)), np.ones((3, 3)), 1.0, np.array([[0, 1]]), np.array([1.0]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_repair_rows_is_the_optimum_of_its_local_lp(seed):
+    from scipy.optimize import linprog
+
+    from scaledp.pmo.upper import repair_rows
+    Z, cost, eps, E, d = _nearly_stochastic(seed)
+    n, k = Z.shape
+    B = np.flatnonzero(np.abs(Z.sum(axis=1) - 1) > 1e-7)
+    assert 0 < B.size < n
+    Zr = repair_rows(Z, cost, eps, E, d, batch=5)      # small batches: several generation rounds
+    assert Zr is not None
+    np.testing.assert_allclose(Zr[B].sum(axis=1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(Zr.sum(axis=1), 1.0, atol=1e-7)    # the rows left alone: within tol
+    assert verify(Zr, eps * (1 + 1e-6), E, d).violations == 0
+    out = np.setdiff1d(np.arange(n), B)
+    np.testing.assert_array_equal(Zr[out], Z[out])     # the other rows are untouched
+    # the same LP written out in full: rows B free, the rest fixed
+    pos = {int(i): p for p, i in enumerate(B)}
+    A, b = [], []
+    for (i, j), dist in zip(E, d):
+        f = np.exp(eps * dist)
+        for u, v in ((i, j), (j, i)):
+            for q in range(k):
+                row = np.zeros(B.size * k)
+                rhs = 0.0
+                if u in pos:
+                    row[pos[u] * k + q] += 1.0
+                else:
+                    rhs -= Z[u, q]
+                if v in pos:
+                    row[pos[v] * k + q] -= f
+                else:
+                    rhs += f * Z[v, q]
+                if row.any():
+                    A.append(row)
+                    b.append(rhs)
+    Aeq = np.kron(np.eye(B.size), np.ones(k))
+    full = linprog(cost[B].ravel(), A_ub=np.array(A), b_ub=b, A_eq=Aeq, b_eq=np.ones(B.size),
+                   bounds=(0, 1), method="highs")
+    assert full.status == 0
+    assert float(np.sum(cost[B] * Zr[B])) == pytest.approx(full.fun, rel=1e-7)
+    # and it certifies at almost no cost
+    Zc, rep = certify(Zr, eps, E, d)
+    assert rep.mixing < 1e-6
+
+
+def test_repair_rows_gives_up_cleanly():
+    from scaledp.pmo.upper import repair_rows
+    Z, cost, eps, E, d = _nearly_stochastic(0)
+    assert repair_rows(Z, cost, eps, E, d, time_limit=0.0) is None      # no time
+    assert repair_rows(Z, cost, eps, E, d, max_lp_rows=1) is None       # too large an LP
+    assert repair_rows(Z, cost, eps, E, d, max_rows=1) is None          # too many rows
+    exact = Z / Z.sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(repair_rows(exact, cost, eps, E, d), exact)   # no row off: unchanged
+    with pytest.raises(ValueError, match="one shape"):
+        repair_rows(np.ones((3, 2)), np.ones((3, 3)), 1.0, np.array([[0, 1]]), np.array([1.0]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mdp_envelope_is_the_largest_mdp_matrix_below_its_input(seed):
+    """Against the formula min_j Y[j,k] exp(eps D(i,j)) with D from scipy's shortest paths, on
+    a random graph with two components and zero entries."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from scaledp.pmo.upper import mdp_envelope
+    rng = np.random.default_rng(seed)
+    n, k, eps = 40, 6, 0.8
+    E = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
+                  if rng.random() < 0.12 and (i < 25) == (j < 25)])
+    d = rng.uniform(0.05, 2.0, len(E))
+    Y = rng.random((n, k)) * (rng.random((n, k)) > 0.1)
+    L = mdp_envelope(Y, eps, E, d)
+    P = shortest_path(coo_matrix((d, (E[:, 0], E[:, 1])), shape=(n, n)).tocsr(), directed=False)
+    Yn = Y / Y.sum(axis=1, keepdims=True)
+    F = np.where(np.isfinite(P), np.exp(eps * np.where(np.isfinite(P), P, 0.0)), np.inf)
+    ref = np.array([[np.min(np.where(np.isfinite(F[i]), Yn[:, q] * np.where(np.isfinite(F[i]), F[i], 0.0), np.inf))
+                     for q in range(k)] for i in range(n)])
+    np.testing.assert_allclose(L, ref, rtol=1e-12, atol=1e-300)
+    assert np.all(L <= Yn * (1 + 1e-12)) and np.all(L.sum(axis=1) <= 1 + 1e-12)
+    assert (L == 0).any() and not (L == 0).all()
+    f = np.exp(eps * d)[:, None]                 # every column in the cone, up to rounding
+    assert np.all(L[E[:, 0]] <= f * L[E[:, 1]] * (1 + 1e-12))
+    assert np.all(L[E[:, 1]] <= f * L[E[:, 0]] * (1 + 1e-12))
+    # a matrix already in the cone is its own envelope, and normalise=False keeps the scale
+    np.testing.assert_allclose(mdp_envelope(3 * L, eps, E, d, normalise=False), 3 * L, rtol=1e-12)
+    # one sweep is not enough on this graph: the relaxation really runs to its fixed point
+    assert not np.allclose(mdp_envelope(Y, eps, E, d, max_sweeps=1), ref, rtol=1e-9)
+
+
+def test_mdp_envelope_then_rebalance_certifies_a_cone_matrix_cheaper_than_division():
+    from scaledp.pmo.upper import mdp_envelope, rebalance_rows
+    n, k, eps = 30, 8, 1.3
+    Z, cost, E, d = _cone_matrix(n, k, eps, 0)
+    Z2 = rebalance_rows(mdp_envelope(Z, eps, E, d), cost, eps, E, d)
+    np.testing.assert_allclose(Z2.sum(axis=1), 1.0, atol=1e-12)
+    Zc, rep = certify(Z2, eps, E, d)
+    assert rep.mixing < 1e-6
+    plain, _ = certify(Z, eps, E, d)
+    assert np.sum(cost * Zc) < np.sum(cost * plain)
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.ones(3), 1.0, np.array([[0, 1]]), np.array([1.0])), "2-D"),
+    ((np.ones((3, 2)), 0.0, np.array([[0, 1]]), np.array([1.0])), "epsilon"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 3]]), np.array([1.0])), "index"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([1.0, 2.0])), "differ in length"),
+    ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([-1.0])), "non-negative"),
+])
+def test_mdp_envelope_rejects_bad_input(args, match):
+    from scaledp.pmo.upper import mdp_envelope
+    with pytest.raises(ValueError, match=match):
+        mdp_envelope(*args)

@@ -1,0 +1,78 @@
+"""Count tensors over declared domains (paper 004, section 3)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scaledp.views.tensor import OVERFLOW, CountTensor, DataDerivedDomainWarning, Domain
+
+from ..conftest import shared_file
+
+FRAME = pd.DataFrame({"age": [17, 25, 25, 90, 40, 33], "sex": ["M", "F", "F", "M", "F", "M"],
+                      "hours": [10.0, 40.0, 40.0, 99.0, 45.5, 1.0]})
+DOMS = {"age": Domain.numeric("age", 17, 90, 73), "sex": Domain.categorical("sex", ["F", "M"])}
+
+
+def test_counts_match_the_rows():
+    t = CountTensor.from_frame(FRAME, ["age", "sex"], DOMS)
+    assert t.shape == (73, 2) and t.total == len(FRAME)
+    dense = np.zeros(t.shape, dtype=int)
+    dense[tuple(t.coords.T)] = t.counts
+    assert dense[8, 0] == 2                      # age 25 -> bin 8, sex F
+    assert dense[72, 1] == 1                     # age 90 is the top edge: last bin
+    assert dense.sum() == len(FRAME)
+
+
+def test_data_derived_domains_are_refused_unless_accepted():
+    with pytest.raises(ValueError, match="hours"):
+        CountTensor.from_frame(FRAME, ["age", "hours"], {"age": DOMS["age"]})
+    with pytest.warns(DataDerivedDomainWarning, match="hours"):
+        t = CountTensor.from_frame(FRAME, ["age", "hours"], {"age": DOMS["age"]}, accept_data_leak=True)
+    assert t.total == len(FRAME) and t.shape[1] == 100
+
+
+def test_out_of_domain_values_are_refused_or_binned_never_dropped():
+    doms = {"sex": Domain.categorical("sex", ["F"])}
+    with pytest.raises(ValueError, match="3 rows"):
+        CountTensor.from_frame(FRAME, ["sex"], doms)
+    t = CountTensor.from_frame(FRAME, ["sex"], doms, overflow="bin")
+    assert t.total == len(FRAME)
+    assert t.domains[0].labels()[-1] == OVERFLOW
+    assert dict(zip(t.coords[:, 0].tolist(), t.counts.tolist())) == {0: 3, 1: 3}
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: CountTensor.from_frame(FRAME, ["nope"], {}), "not in the table"),
+    (lambda: CountTensor.from_frame(FRAME.iloc[:0], ["sex"], DOMS), "empty"),
+    (lambda: CountTensor.from_frame(FRAME, [], DOMS), "at least one"),
+    (lambda: Domain.numeric("age", 5, 5), "range"),
+    (lambda: Domain.numeric("age", 0, 1, 101), "bins"),
+    (lambda: Domain.categorical("sex", []), "empty"),
+    (lambda: CountTensor.from_frame(FRAME, ["sex"], DOMS, overflow="drop"), "overflow"),
+])
+def test_bad_input(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+                 "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
+                 "income"]
+
+
+def test_adult_fifteen_columns_is_sparse():
+    p = shared_file("adult", "adult.data")
+    df = pd.read_csv(p, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?")
+    numeric = {"age": (17, 91), "fnlwgt": (0, 1_500_000), "education-num": (1, 17), "capital-gain": (0, 100_000),
+               "capital-loss": (0, 5_000), "hours-per-week": (1, 100)}
+    doms = {c: Domain.numeric(c, lo, hi) for c, (lo, hi) in numeric.items()}
+    with pytest.warns(DataDerivedDomainWarning):
+        t = CountTensor.from_frame(df, ADULT_COLUMNS, doms, accept_data_leak=True, overflow="bin")
+    assert t.total == len(df)
+    assert t.domain_size > 10 ** 18
+    assert len(t.counts) <= len(df)
+    assert math.prod(t.shape) == t.domain_size
