@@ -2,7 +2,7 @@
 # Bootstrap and run scaledp on a fresh machine that has only Python 3.11.
 #   bash run.sh demo          install (once) and run the main job on generated data
 #   bash run.sh test          install (once) and run the default test suite
-#   bash run.sh bench NAME    run one benchmark script from benchmarks/
+#   bash run.sh bench NAME    run one benchmark, e.g. paper000.decompositions (benchmarks/paper000/decompositions.py)
 #   bash run.sh scaledp ARGS  run the CLI from the project's environment
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -16,9 +16,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 stamp="$VENV/.scaledp-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "run.sh: installing scaledp and its test extras into $VENV (the first time takes a few minutes) ..." >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
   "$VENV/bin/python" -m pip install -q -e ".[test]"
   touch "$stamp"
+  echo "run.sh: installed" >&2
 fi
 cmd="${1:-demo}"
 shift || true
@@ -34,8 +36,8 @@ case "$cmd" in
     if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi
     exit "$rc" ;;
   bench)
-    name="$1"; shift
-    exec "$VENV/bin/python" "benchmarks/$name.py" "$@" ;;
+    name="${1:?usage: bash run.sh bench PAPER.SCRIPT, e.g. paper000.decompositions}"; shift
+    exec "$VENV/bin/python" -m "benchmarks.${name%.py}" "$@" ;;
   scaledp)
     exec "$VENV/bin/scaledp" "$@" ;;
   *)

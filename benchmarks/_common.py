@@ -1,7 +1,15 @@
-"""Helpers shared by the benchmark scripts: print a table and write it under results/."""
+"""Helpers shared by the benchmark scripts: print a table and write it next to the script.
+
+Every script is run as a module from the project root (``python -m benchmarks.paper000.decompositions``,
+or ``bash run.sh bench paper000.decompositions``). Results go to the script's own ``results/``
+folder, or to ``--out DIR``. A file that is already there (a committed result) is never
+replaced by surprise: the new one is written beside it with the run's time in its name, unless
+``--force`` says to replace it.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -10,8 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-RESULTS = Path(__file__).resolve().parent / "results"
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_RUN = time.strftime("%Y%m%d-%H%M%S")
 
 
 def machine() -> str:
@@ -26,13 +33,50 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def output_args(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``--out DIR`` and ``--force`` to a benchmark's arguments."""
+    ap.add_argument("--out", default=None, help="folder for the results (default: results/ beside the script)")
+    ap.add_argument("--force", action="store_true", help="replace result files that already exist")
+    return ap
+
+
+def _script() -> Path:
+    main = sys.modules.get("__main__")
+    return Path(getattr(main, "__file__", sys.argv[0])).resolve()
+
+
+def results_dir(args: argparse.Namespace | None = None) -> Path:
+    out = getattr(args, "out", None)
+    d = Path(out) if out else _script().parent / "results"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def target(name: str, suffix: str, args: argparse.Namespace | None = None) -> Path:
+    """Where result ``name`` + ``suffix`` goes: beside an existing file of that name (with the
+    run's time in the name) unless ``--force``."""
+    d = results_dir(args)
+    p = d / f"{name}{suffix}"
+    if p.exists() and not getattr(args, "force", False):
+        p = d / f"{name}-{_RUN}{suffix}"
+    return p
+
+
+def command() -> str:
+    script = _script()
+    root = Path(__file__).resolve().parents[1]
+    try:
+        mod = ".".join(script.relative_to(root).with_suffix("").parts)
+        return f"python -m {mod} {' '.join(sys.argv[1:])}".rstrip()
+    except ValueError:
+        return f"python {script.name} {' '.join(sys.argv[1:])}".rstrip()
+
+
 def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                notes: Sequence[str] = (), raw: Any = None) -> Path:
-    """Print a markdown table and write it (plus raw JSON) to results/NAME.md / .json."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    lines = [f"# {title}", "",
-             f"Command: `python benchmarks/{Path(sys.argv[0]).name} {' '.join(sys.argv[1:])}`".rstrip(),
-             f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
+                notes: Sequence[str] = (), raw: Any = None, args: argparse.Namespace | None = None) -> Path:
+    """Print a markdown table and write it (plus raw JSON) as NAME.md / NAME.json (see the
+    module docstring for where)."""
+    lines = [f"# {title}", "", f"Command: `{command()}`", f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---" for _ in columns) + "|")
     for r in rows:
@@ -42,8 +86,8 @@ def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Se
         lines.extend(n if (not n or n.startswith("|")) else f"- {n}" for n in notes)  # rows, blanks verbatim
     text = "\n".join(lines) + "\n"
     print(text)
-    path = RESULTS / f"{name}.md"
+    path = target(name, ".md", args)
     path.write_text(text)
     if raw is not None:
-        (RESULTS / f"{name}.json").write_text(json.dumps(raw, indent=1, default=str))
+        target(name, ".json", args).write_text(json.dumps(raw, indent=1, default=str))
     return path

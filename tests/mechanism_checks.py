@@ -1,5 +1,5 @@
 """The checks every mechanism must pass: probabilities, exact mDP, save/load, sampling.
-Shared by the common suite (``test_mechanisms_common.py``) and mechanisms whose rows are not
+Shared by the common suite (``test_mechanism.py``) and mechanisms whose rows are not
 a whole :class:`Space` (LR-Geo's per-user matrices)."""
 
 from __future__ import annotations

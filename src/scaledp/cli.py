@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import _validate as V
+from ._optional import MissingExtraError
 from .audit import audit_file
 from .datasets import build_space, parse_dataset
 from .lp.outcome import SolverLimitError
@@ -36,7 +37,7 @@ def _friendly_errors() -> Iterator[None]:
         yield
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    except SolverLimitError as exc:
+    except (SolverLimitError, MissingExtraError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -9,17 +9,17 @@ import time
 
 
 from scaledp import MDPGraph
-from scaledp.mechanisms.partition import PARTITIONERS, partition
+from scaledp.experiments import instances
+from scaledp.pmo.partition import PARTITIONERS, partition
 
-import instances
-from _common import write_table
+from .._common import output_args, write_table
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--instances", nargs="+", default=["grid-500", "road-500", "text-500", "gauss-500"])
     ap.add_argument("--subsets", type=int, nargs="+", default=[25])
-    a = ap.parse_args()
+    a = output_args(ap).parse_args()
     rows, raw = [], []
     for name, sp in instances.available(a.instances):
         g = MDPGraph.from_space(sp)
@@ -41,7 +41,7 @@ def main() -> None:
                  "boundary records", "master comps", "master comp mean", "master comp max", "cut edges", "seconds"],
                 rows, notes=["sizes in records; subproblem = internal records of a subset; master components = "
                              "connected components of the mDP graph induced on boundary records (reduced edges)",
-                             "instances: see benchmarks/instances.py"], raw=raw)
+                             "instances: scaledp.experiments.instances"], raw=raw, args=a)
 
 
 if __name__ == "__main__":

@@ -5,21 +5,19 @@ Each cell runs in a fresh process with a wall-clock cap (default 1,800 s, the pa
 method hits the cap, larger sizes of it are not tried (as in the paper). The ratio column is
 each method's time over ConstOPTMech (r = 10)'s at the same n, measured in the same run.
 
-    python benchmarks/uai_table2.py [--sizes 50,100,150,300,400,1000] [--cap 1800] [--kind text]
+    python -m benchmarks.paper002.table2 [--sizes 50,100,150,300,400,1000] [--cap 1800] [--kind text]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaledp import solve
+from scaledp.experiments.instances import uai, words_file
 
-from _common import write_table  # noqa: E402
-from uai_instances import available, load  # noqa: E402
+from .._common import output_args, write_table
 
 EPS = {"text": 8.0, "loc": 8.0}
 SOLVER = None   # each method's default; --solver overrides (the first published run used ipm)
@@ -32,14 +30,12 @@ METHODS = {
 
 
 def _cell(q, kind: str, n: int, spec: dict, solver: str | None) -> None:
-    from scaledp.mechanisms.run import run_method
-
     try:
-        space = load(kind, n, EPS[kind])
+        space = uai(kind, n, EPS[kind])
         t0 = time.perf_counter()
         spec = dict(spec)
         method = spec.pop("method")
-        res = run_method(space, method, solver=solver, **spec)
+        res = solve(space, method, **({"solver": solver} if solver else {}), **spec)
         secs = time.perf_counter() - t0
         st = res.stats
         q.put({"seconds": secs, "nonzeros": st.get("nonzeros"), "variables": st.get("variables"),
@@ -70,12 +66,12 @@ def main() -> None:
     ap.add_argument("--kind", default="text", choices=["text", "loc"])
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--solver", default=None, choices=["simplex", "ipm"])
-    ap.add_argument("--out", default=None, help="result name (default uai_table2_KIND)")
-    a = ap.parse_args()
+    ap.add_argument("--name", default=None, help="result name (default uai_table2_KIND)")
+    a = output_args(ap).parse_args()
     global SOLVER
     SOLVER = a.solver
-    if not available(a.kind):
-        print(f"skipped: the real data for {a.kind} is not in ../shared/data")
+    if a.kind == "text" and not words_file().exists():
+        print(f"skipped: the real data for {a.kind} is not there ({words_file()})")
         return
     sizes = [int(x) for x in a.sizes.split(",")]
     methods = a.methods.split(",")
@@ -110,7 +106,7 @@ def main() -> None:
             ratio = r["seconds"] / base["seconds"] if "seconds" in base and not base.get("timeout") else None
             rows.append([m, n, r["seconds"], r["nonzeros"], r["variables"], r["constraints"], r["worst_case_loss"],
                          ratio])
-    write_table(a.out or f"uai_table2_{a.kind}", f"Paper 002 Table 2 on {a.kind}: seconds and LP size (eps = {EPS[a.kind]})",
+    write_table(a.name or f"uai_table2_{a.kind}", f"Paper 002 Table 2 on {a.kind}: seconds and LP size (eps = {EPS[a.kind]})",
                 ["method", "n", "seconds", "non-zeros", "variables", "constraints", "worst-case loss",
                  "time / constopt-r10"], rows,
                 notes=[f"cap {a.cap:.0f} s per cell, each cell in a fresh process; after a timeout larger n are "
@@ -120,7 +116,7 @@ def main() -> None:
                        "certification", "SpannerMech and OPTMech use HiGHS IPM with crossover; OPTMech's LP "
                        "is after the exact implied-edge reduction", "paper (FastText, its machine): ConstOPTMech "
                        "(r=10) 234.6 s at n=400; SpannerMech > 1800 s at 400; OPTMech > 1800 s at 100"],
-                raw={f"{m}@{n}": v for (m, n), v in results.items()})
+                raw={f"{m}@{n}": v for (m, n), v in results.items()}, args=a)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ import scipy.sparse as sp
 
 from scaledp import MDPGraph, build_space
 from scaledp.datasets import grid
-from scaledp.mechanisms.optimal import assemble_pmo
+from scaledp.pmo.model import assemble_pmo
 
-from _common import write_table
+from .._common import output_args, write_table
 
 
 def loop_assembly(wc, edges, dist, eps):
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=40)
     ap.add_argument("--baseline-rows", type=int, default=10)
     ap.add_argument("--baseline-cols", type=int, default=20)
-    a = ap.parse_args()
+    a = output_args(ap).parse_args()
     out = []
     raw = {}
     for label, (R, C) in (("main", (a.rows, a.cols)), ("baseline-size", (a.baseline_rows, a.baseline_cols))):
@@ -88,7 +88,7 @@ def main() -> None:
                        f"vectorised assembly is {speedup:.0f}x faster than a Python loop over constraints "
                        f"on the {a.baseline_rows}x{a.baseline_cols} instance (same matrix, checked equal)",
                        "reduction s: computing the implied edges (path distances + check), done once"],
-                raw=raw)
+                raw=raw, args=a)
 
 
 if __name__ == "__main__":

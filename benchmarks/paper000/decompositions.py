@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from scaledp import exponential_mechanism, solve_pmo
-from scaledp.mechanisms.optimal import SolverLimitError
-from scaledp.mechanisms.pmo_benders import solve_pmo_benders
-from scaledp.mechanisms.pmo_outputs import solve_pmo_outputs
+from scaledp import SolverLimitError, solve
+from scaledp.experiments import instances
 
-import instances
-from _common import write_table
+from .._common import output_args, write_table
 
 
 def main() -> None:
@@ -33,10 +30,10 @@ def main() -> None:
                     help="cap for dual simplex if different (it failed to finish grid-500 in 900 s in monolithic.md)")
     ap.add_argument("--name", default="benders_vs_monolithic", help="results file name (without extension)")
     ap.add_argument("--outputs", action="store_true",
-                    help="also run the decomposition over outputs (scaledp.mechanisms.pmo_outputs)")
+                    help="also run the decomposition over outputs (scaledp.pmo.outputs)")
     ap.add_argument("--outputs-cap", type=float, default=600.0)
     ap.add_argument("--paper-variant", action="store_true", help="also run without envelope cuts")
-    a = ap.parse_args()
+    a = output_args(ap).parse_args()
     rows, raw = [], []
 
     setup = []   # what this run ran, for the table's footer
@@ -52,7 +49,7 @@ def main() -> None:
                     ["instance", "method", "status", "seconds", "iterations", "final gap", "expected loss",
                      "loss below ExpMech", "speed-up vs best monolithic"], rows,
                     notes=["; ".join(setup + [f"stop at gap {a.gap:g}"]), "gap and loss are of the certified mechanism",
-                           "instances: benchmarks/instances.py"], raw=raw)
+                           "instances: scaledp.experiments.instances"], raw=raw, args=a)
 
     def record(row: list, extra: list | None = None, note: object = "") -> None:
         print(row, note, flush=True)
@@ -61,12 +58,12 @@ def main() -> None:
         save()
 
     for name, sp in instances.available(a.instances):
-        em = exponential_mechanism(sp).upper_bound
+        em = solve(sp, "expmech").upper_bound
         best_mono = None
         for solver in a.solvers:
             cap = a.simplex_cap if (solver == "simplex" and a.simplex_cap) else a.mono_cap
             try:
-                r = solve_pmo(sp, solver=solver, time_limit=cap)
+                r = solve(sp, "lp", solver=solver, time_limit=cap)
                 row = [name, f"monolithic {solver}", r.status, r.timings["total"], r.iterations, r.gap, r.upper_bound,
                        1 - r.upper_bound / em, "-"]
                 if r.status == "optimal":
@@ -80,9 +77,9 @@ def main() -> None:
                 label = f"benders {part}" + ("" if env else " (paper: no envelope cuts)")
                 hist: list[dict] = []
                 try:
-                    r = solve_pmo_benders(sp, partitioner=part, subsets=a.subsets, gap=a.gap,
-                                          time_limit=a.benders_cap, envelope_cuts=env, progress=hist.append)
-                except RuntimeError as exc:  # no feasible point within the cap: record it, do not stop
+                    r = solve(sp, "benders", partition=part, subsets=a.subsets, gap=a.gap,
+                              time_limit=a.benders_cap, envelope_cuts=env, progress=lambda e: hist.append(e.record))
+                except SolverLimitError as exc:  # no feasible point within the cap: record it, do not stop
                     last = hist[-1] if hist else {}
                     row = [name, label, "no feasible point", last.get("elapsed", a.benders_cap),
                            last.get("iteration", 0), None, None, None, None]
@@ -93,7 +90,7 @@ def main() -> None:
                        1 - r.upper_bound / em, ratio]
                 record(row, [r.stats["boundary_records"], r.timings])
         if a.outputs:
-            r = solve_pmo_outputs(sp, gap=a.gap, time_limit=a.outputs_cap)
+            r = solve(sp, "outputs", gap=a.gap, time_limit=a.outputs_cap)
             ratio = (best_mono / r.timings["total"]) if best_mono and r.status == "optimal" else None
             row = [name, "decomposition over outputs", r.status, r.timings["total"], r.iterations, r.gap,
                    r.upper_bound, 1 - r.upper_bound / em, ratio]

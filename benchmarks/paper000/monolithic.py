@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from scaledp import build_space, exponential_mechanism, solve_pmo
+from scaledp import SolverLimitError, build_space, solve
 from scaledp.datasets import grid
-from scaledp.mechanisms.optimal import SolverLimitError
 
-from _common import write_table
+from .._common import output_args, write_table
 
 SHAPES = {100: (10, 10), 250: (10, 25), 500: (20, 25)}
 
@@ -25,17 +24,17 @@ def main() -> None:
     ap.add_argument("--solvers", nargs="+", default=["simplex", "ipm"])
     ap.add_argument("--time-limit", type=float, default=900.0)
     ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = output_args(ap).parse_args()
     rows, raw = [], []
     for n in a.sizes:
         r, c = SHAPES[n]
         space = build_space(grid(r, c, 1.0), epsilon=2.0, eta=2.0, n_outputs=100, cost="travel", seed=a.seed)
-        em = exponential_mechanism(space)
+        em = solve(space, "expmech")
         best = None
         for solver in a.solvers:
             print(f"N={n} {solver} ...", flush=True)
             try:
-                res = solve_pmo(space, solver=solver, time_limit=a.time_limit)
+                res = solve(space, solver=solver, time_limit=a.time_limit)
                 row = [n, 100, solver, res.status, res.timings["total"], res.timings["solve"], res.iterations,
                        res.stats["constraints_before"], res.stats["constraints_after"], res.upper_bound,
                        res.lower_bound, res.gap, em.upper_bound, 1 - res.upper_bound / em.upper_bound]
@@ -54,7 +53,7 @@ def main() -> None:
                              "to 100 sampled destinations, seed " + str(a.seed),
                              f"time limit {a.time_limit:g} s per solve; constraints counted as 2 E K + N",
                              "LP vs ExpMech: relative reduction of expected loss of the optimal mechanism"],
-                raw=raw)
+                raw=raw, args=a)
 
 
 if __name__ == "__main__":

@@ -9,49 +9,48 @@ epsilon_tight is that of the estimated matrix capped at epsilon (they are epsilo
 analytically; outputs never drawn make the estimate look larger than the truth).
 Writes results/uai_figure1_{kind}_{n}.md/.json and a PNG.
 
-    python benchmarks/uai_figure1.py [--kind text|loc] [--n 50] [--draws 20000] [--methods ...]
+    python -m benchmarks.paper002.figure1 [--kind text|loc] [--n 50] [--draws 20000] [--methods ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaledp import METHODS, solve
+from scaledp.experiments.compare import baseline_rows, compare_row
+from scaledp.experiments.instances import uai
+from scaledp.measures import packing_lower_bound
 
-from _common import RESULTS, write_table  # noqa: E402
-from uai_instances import available, load  # noqa: E402
+from .._common import output_args, target, write_table
 
 EPS_GRID = {"text": [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0], "loc": [2.0, 4.0, 8.0, 16.0, 32.0, 64.0]}
 
 
 def main() -> None:
-    from scaledp.mechanisms.run import baseline_rows, compare_row, run_method
-    from scaledp.metrics import packing_lower_bound
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", default="text", choices=["text", "loc"])
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--draws", type=int, default=20000)
     ap.add_argument("--methods", default=None, help="comma-separated subset (default: all that apply)")
-    a = ap.parse_args()
-    if not available(a.kind):
-        print(f"skipped: the real data for {a.kind} is not in ../shared/data")
-        return
+    a = output_args(ap).parse_args()
     noise = "madlib" if a.kind == "text" else "laplace"
     methods = ["expmech", "constopt", "spanner", noise] + (["optmech"] if a.n <= 50 else [])
     if a.methods:
         methods = [m for m in a.methods.split(",") if m]
     rows, raw = [], []
     for eps in EPS_GRID[a.kind]:
-        space = load(a.kind, a.n, eps)
+        try:
+            space = uai(a.kind, a.n, eps)
+        except FileNotFoundError as exc:
+            print(f"skipped: the real data for {a.kind} is not there ({exc})")
+            return
         base = baseline_rows(space)
         D = space.distance_rows()
         for m in methods:
             try:
-                res = run_method(space, m, r=10, delta=2.0, draws=a.draws, seed=1)
+                opts = {"r": 10, "delta": 2.0, "draws": a.draws, "seed": 1}
+                res = solve(space, m, **{k: v for k, v in opts.items() if k in METHODS[m].options})
             except Exception as exc:  # recorded in the table, not hidden
                 rows.append([eps, m, None, None, None, None, f"failed: {type(exc).__name__}: {str(exc)[:80]}"])
                 print(rows[-1], flush=True)
@@ -73,7 +72,7 @@ def main() -> None:
                        f"{noise}: {a.draws} Monte Carlo draws per record; its epsilon_tight is the estimated "
                        "matrix's, capped at epsilon (the analytic guarantee)",
                        "the lower bound (Theorem 3, best k-center packing) bounds the worst-case loss of every "
-                       "epsilon-mDP mechanism; it is plotted at epsilon_tight = epsilon"], raw=raw)
+                       "epsilon-mDP mechanism; it is plotted at epsilon_tight = epsilon"], raw=raw, args=a)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -92,7 +91,7 @@ def main() -> None:
         ax.set_title(f"{a.kind}, n = {a.n}")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(RESULTS / f"{name}.png", dpi=120)
+        fig.savefig(target(name, ".png", a), dpi=120)
         plt.close(fig)
     except Exception as exc:  # the table is the result; the picture is a convenience
         print(f"plot not written: {exc}")

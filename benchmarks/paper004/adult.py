@@ -1,11 +1,11 @@
 """Paper 004 on Adult: Figures 5, 7, 15 and 3 (RIPOST against HDPView, PrivTree, Identity).
 
-    python benchmarks/ripost_adult.py --figure 5  [--reps 10] [--sets 5]
-    python benchmarks/ripost_adult.py --figure 7  [--reps 10]
-    python benchmarks/ripost_adult.py --figure 15 [--reps 10]
-    python benchmarks/ripost_adult.py --figure 3  [--reps 10]
-    python benchmarks/ripost_adult.py --figure build14
-    python benchmarks/ripost_adult.py --figure decomposition   [aggregation error vs leaf noise]
+    python -m benchmarks.paper004.adult --figure 5  [--reps 10] [--sets 5]
+    python -m benchmarks.paper004.adult --figure 7  [--reps 10]
+    python -m benchmarks.paper004.adult --figure 15 [--reps 10]
+    python -m benchmarks.paper004.adult --figure 3  [--reps 10]
+    python -m benchmarks.paper004.adult --figure build14
+    python -m benchmarks.paper004.adult --figure decomposition   [aggregation error vs leaf noise]
 
 Every cell: 3,000 random range queries (each restricting --query-columns columns, widths and
 positions uniform), one workload per tensor, ``--reps`` independent builds per method; RMSE
@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaledp.experiments.instances import data_dir
 
-from _common import write_table  # noqa: E402
+from .._common import output_args, write_table
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
+DATA = data_dir() / "adult"
 FIG5_COLUMNS = ("age", "workclass", "education", "marital-status", "race", "sex", "hours-per-week")
 FIG7_ORDER = ("age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "hours-per-week", "income", "education-num", "native-country", "capital-gain", "capital-loss")
@@ -51,7 +49,7 @@ def tensor_of(df, doms, cols):
 
 
 def compare(t, methods, reps, seed, qcols, eps=0.1, params=None):
-    from scaledp.views import compare_views
+    from scaledp.experiments.views import compare_views
 
     rows, _, _ = compare_views(t, methods, eps, 3000, qcols, reps, np.random.default_rng(seed), params)
     return {r.method: r for r in rows}
@@ -89,7 +87,7 @@ def figure5(a, df, doms):
                        "| columns | " + " | ".join(METHODS) + " |",
                        "|" + "---|" * (len(METHODS) + 1),
                        *["| " + " | ".join(map(str, row)) + " |" for row in summary + [overall]]],
-                raw=raw)
+                raw=raw, args=a)
 
 
 def figure7(a, df, doms):
@@ -107,7 +105,7 @@ def figure7(a, df, doms):
     write_table("ripost_fig7", f"Paper 004 Figure 7: Adult, 7-14 columns, eps 0.1, {a.reps} reps",
                 ["columns", "cells", *[f"{m}: RMSE (R-RMSE), blocks, build s" for m in methods]], table,
                 notes=[f"Columns, in order: {', '.join(FIG7_ORDER)} (the first n).",
-                       "Identity is left out: it must materialise the domain (3.4 x 10^7 cells and more here, above its 2 x 10^7 limit)."], raw=raw)
+                       "Identity is left out: it must materialise the domain (3.4 x 10^7 cells and more here, above its 2 x 10^7 limit)."], raw=raw, args=a)
 
 
 def figure15(a, df, doms):
@@ -142,12 +140,12 @@ def figure15(a, df, doms):
         print(table[-1], flush=True)
     write_table("ripost_fig15", f"Paper 004 Figure 15: RIPOST's sensitivity, Adult (age, hours-per-week), "
                 f"{a.reps} reps, one parameter varied at a time (others eps 0.1, alpha 0.3, gamma 0.9, beta 0.4, k=os=4)",
-                ["parameter", "value", "RMSE", "sd", "blocks", "sd"], table, raw=raw)
+                ["parameter", "value", "RMSE", "sd", "blocks", "sd"], table, raw=raw, args=a)
 
 
 def figure3(a, df, doms):
     from scaledp.views import build_view
-    from scaledp.views.run import share_converged_with_error
+    from scaledp.experiments.views import share_converged_with_error
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
     rng = np.random.default_rng(a.seed)
@@ -163,14 +161,14 @@ def figure3(a, df, doms):
     write_table("ripost_fig3", f"Paper 004 Figure 3: share of leaves that converged with AE > 0, Adult "
                 f"(age, hours-per-week), eps 0.1, {a.reps} reps",
                 ["method", "share AE > 0", "sd", "blocks"], table,
-                notes=["Paper: PrivTree 92%, HDPView 63%, RIPOST 29%."])
+                notes=["Paper: PrivTree 92%, HDPView 63%, RIPOST 29%."], args=a)
 
 
 def decomposition(a, df, doms):
     """Where each method's error comes from: the RMSE of the view with exact leaf sums (the
     aggregation error alone) and of the leaf noise alone."""
     from scaledp.views import Workload, build_view, rmse, true_answers
-    from scaledp.views.run import leaf_truth
+    from scaledp.experiments.views import leaf_truth
     from scaledp.views.view import answer_boxes
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
@@ -191,7 +189,7 @@ def decomposition(a, df, doms):
         print(table[-1], flush=True)
     write_table("ripost_error_decomposition", f"Error decomposition, Adult (age, hours-per-week), eps 0.1, {a.reps} reps",
                 ["method", "RMSE", "RMSE, exact leaf sums (aggregation only)", "RMSE of the leaf noise only", "blocks"],
-                table)
+                table, args=a)
 
 
 def build14(a, df, doms):
@@ -205,7 +203,7 @@ def build14(a, df, doms):
         rows.append([rep, BACKEND, f"{t.domain_size:.3g}", v.n_blocks, time.perf_counter() - t0])
         print(rows[-1], flush=True)
     write_table("ripost_build14", "RIPOST build time, Adult 14 columns, eps 0.1, secure randomness (target <= 60 s)",
-                ["run", "noise backend", "cells", "blocks", "seconds"], rows)
+                ["run", "noise backend", "cells", "blocks", "seconds"], rows, args=a)
 
 
 def main() -> None:
@@ -215,7 +213,7 @@ def main() -> None:
     ap.add_argument("--sets", type=int, default=5, help="figure 5: column sets per number of columns")
     ap.add_argument("--query-columns", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2025)
-    a = ap.parse_args()
+    a = output_args(ap).parse_args()
     if not (DATA / "adult.data").is_file():
         print(f"skipped: the Adult data is not in {DATA}")
         return

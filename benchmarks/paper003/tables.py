@@ -12,9 +12,9 @@ epsilon: ``--eps-cell`` per cell side; the paper's 10/km is 12 per cell, which l
 adjacent cells e^12 apart (almost no obfuscation); the default 1 per cell keeps the LP far
 from trivial.
 
-    python benchmarks/lrgeo_tables.py --part table --dataset helsinki
-    python benchmarks/lrgeo_tables.py --part scaling --dataset helsinki
-    python benchmarks/lrgeo_tables.py --part privacy --dataset helsinki
+    python -m benchmarks.paper003.tables --part table --dataset helsinki
+    python -m benchmarks.paper003.tables --part scaling --dataset helsinki
+    python -m benchmarks.paper003.tables --part privacy --dataset helsinki
 """
 
 from __future__ import annotations
@@ -22,19 +22,20 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_table  # noqa: E402
+from scaledp.datasets.city import grid_city, helsinki
+from scaledp.experiments.instances import data_dir
+from scaledp.experiments.lrgeo import run_baseline
+from scaledp.lrgeo.measures import measure_round
+from scaledp.lrgeo.protocol import run_round
+from scaledp.lrgeo.table import build_table
+from scaledp.lrgeo.user import LRGeoParams
 
-from scaledp.mechanisms.lrgeo.run import run_baseline, run_round  # noqa: E402
-from scaledp.mechanisms.lrgeo.table import build_table  # noqa: E402
-from scaledp.mechanisms.lrgeo.user import LRGeoParams  # noqa: E402
-from scaledp.mechanisms.lrgeo.world import grid_city, helsinki  # noqa: E402
+from .._common import output_args, write_table
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "helsinki"
+DATA = data_dir() / "helsinki"
 SHAPES = {100: (10, 10), 200: (10, 20), 300: (15, 20), 400: (20, 20), 800: (20, 40), 1200: (30, 40), 1600: (40, 40)}
 
 
@@ -59,14 +60,15 @@ def part_table(a) -> None:
             P = params_for(w, a.eps_cell)
             tab = build_table(w, P.cell, P.table_band)
             r = run_round(w, P, users=a.users, seed=rep, table=tab)
+            rep_r = measure_round(r)
             rf = run_round(w, params_for(w, a.eps_cell, True), users=a.users, seed=rep, table=tab)
             locs = np.array([u.location for u in r.users])
-            res = {"K": K, "rep": rep, "lrgeo": r.report, "lrgeo_f": rf.report, "baselines": []}
+            res = {"K": K, "rep": rep, "lrgeo": rep_r, "lrgeo_f": measure_round(rf), "baselines": []}
             for b in a.baselines:
                 res["baselines"].append(run_baseline(b, w, P, locs, time_limit=a.cap, seed=rep))
                 print(K, rep, res["baselines"][-1], flush=True)
             raw.append(res)
-            print(K, rep, r.report["seconds"]["solve"], r.report["approximation_ratio"], flush=True)
+            print(K, rep, rep_r["seconds"]["solve"], rep_r["approximation_ratio"], flush=True)
     for K in a.K:
         rs = [x for x in raw if x["K"] == K]
 
@@ -97,7 +99,7 @@ def part_table(a) -> None:
                     "LR objective: sum over users of the mean true cost over their LR rows; lower bound: "
                     "Theorem 4.7 (relaxed problem, Eq. 33 costs), rigorous; ratio = LR objective / lower bound.",
                     "ExpMech uses the distance in the exponent (the paper's cost-in-exponent is not Geo-Ind)."],
-                raw=raw)
+                raw=raw, args=a)
 
 
 def part_scaling(a) -> None:
@@ -111,17 +113,19 @@ def part_scaling(a) -> None:
             secs, meths = [], set()
             for rep in range(a.reps):
                 t0 = time.perf_counter()
-                r = run_round(w, P, users=M, seed=rep, table=tab, measure=False)
-                secs.append(r.report["seconds"]["solve"])
-                meths.add(r.report["method"])
-                raw.append({"K": K, "users": M, "rep": rep, **r.report, "wall": time.perf_counter() - t0})
+                r = run_round(w, P, users=M, seed=rep, table=tab)
+                secs.append(r.seconds["solve"])
+                meths.add(r.info.method)
+                raw.append({"K": K, "users": M, "rep": rep, "method": r.info.method, "status": r.info.status,
+                            "iterations": r.info.iterations, "seconds": dict(r.seconds),
+                            "wall": time.perf_counter() - t0})
             rows.append([K, M, float(np.mean(secs)), float(np.max(secs)), ";".join(sorted(meths))])
             print(rows[-1], flush=True)
     write_table(f"lrgeo_fig9_{a.dataset}_eps{a.eps_cell:g}",
                 f"LR-Geo Figure 9: CLR-Geo solve seconds on {a.dataset} (eps {a.eps_cell:g} per cell)",
                 ["K", "users", "mean s", "max s", "solver"], rows, notes=[
                     f"{a.reps} seeded draws of user locations per row; the server's solve only (Benders, gap 1e-4).",
-                    "Targets (issue 5): <= 1.5 s for 4 users and <= 5 s for 10 users at K = 1,600."], raw=raw)
+                    "Targets (issue 5): <= 1.5 s for 4 users and <= 5 s for 10 users at K = 1,600."], raw=raw, args=a)
 
 
 def part_privacy(a) -> None:
@@ -131,8 +135,7 @@ def part_privacy(a) -> None:
     for M in a.users_list:
         for rep in range(a.reps):
             P = params_for(w, a.eps_cell)
-            r = run_round(w, P, users=M, seed=rep)
-            raw.append({"users": M, "rep": rep, **r.report})
+            raw.append({"users": M, "rep": rep, **measure_round(run_round(w, P, users=M, seed=rep))})
         rs = [x for x in raw if x["users"] == M]
         rows.append(["users", M, float(np.mean([x["violation_ratio"] for x in rs])),
                      float(np.mean([x["cross_user_violation_ratio"] for x in rs])),
@@ -142,11 +145,11 @@ def part_privacy(a) -> None:
         print(rows[-1], flush=True)
     for frac in a.cells:
         P = LRGeoParams.scaled(w.cell, eps_cell=a.eps_cell, table_cells=frac)
-        r = run_round(w, P, users=4, seed=0)
-        raw.append({"table_cells": frac, **r.report})
-        rows.append(["table cell (cells)", frac, r.report["violation_ratio"], r.report["cross_user_violation_ratio"],
-                     r.report["max_error"], r.report["p99_error"], r.report["table_inference_mean_rows"],
-                     r.report["users_located_by_columns"]])
+        rep_r = measure_round(run_round(w, P, users=4, seed=0))
+        raw.append({"table_cells": frac, **rep_r})
+        rows.append(["table cell (cells)", frac, rep_r["violation_ratio"], rep_r["cross_user_violation_ratio"],
+                     rep_r["max_error"], rep_r["p99_error"], rep_r["table_inference_mean_rows"],
+                     rep_r["users_located_by_columns"]])
         print(rows[-1], flush=True)
     write_table(f"lrgeo_privacy_{a.dataset}_eps{a.eps_cell:g}",
                 f"LR-Geo Figures 11-13 on {a.dataset}, K={w.K} (eps {a.eps_cell:g} per cell)",
@@ -159,7 +162,7 @@ def part_privacy(a) -> None:
                     "table whose beta is consistent with an uploaded cost).",
                     "Users located: share of users whose location the server recovers exactly from the column "
                     "ids and D_NO that sharing y requires (trilateration of the LR rows, then the unique centre "
-                    "of the LR set)."], raw=raw)
+                    "of the LR set)."], raw=raw, args=a)
 
 
 def main() -> None:
@@ -174,7 +177,7 @@ def main() -> None:
     p.add_argument("--cap", type=float, default=1800.0, help="seconds per baseline")
     p.add_argument("--baselines", nargs="*", default=["lp", "constopt", "laplace", "expmech"])
     p.add_argument("--cells", type=float, nargs="*", default=[1 / 24, 1 / 12, 1 / 6, 1 / 4])
-    a = p.parse_args()
+    a = output_args(p).parse_args()
     if a.K is None:
         a.K = {"table": [100, 200, 300, 400], "scaling": [100, 400, 800, 1200, 1600], "privacy": [400]}[a.part]
     for K in a.K:

@@ -1,0 +1,2 @@
+"""Paper 004: RIPOST and its competitors on Adult (Figures 3, 5, 7, 15, error decomposition,
+build time)."""

@@ -1,0 +1,40 @@
+"""Optional dependencies: a missing extra is a clear error that names it."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from click.testing import CliRunner
+
+import scaledp._optional as opt
+from scaledp.cli import main
+from scaledp.lp.executors import make_runner
+
+
+@pytest.fixture
+def without(monkeypatch):
+    """Make the named top-level packages fail to import."""
+    real = importlib.import_module
+
+    def block(*names):
+        def fake(name, *a, **kw):
+            if name.split(".")[0] in names:
+                raise ImportError(f"No module named {name!r}")
+            return real(name, *a, **kw)
+        monkeypatch.setattr(opt.importlib, "import_module", fake)
+    return block
+
+
+def test_the_dask_executor_names_the_distributed_extra(without):
+    without("dask")
+    with pytest.raises(opt.MissingExtraError, match=r"pip install 'scaledp\[distributed\]'"):
+        make_runner([], executor="dask", workers=1)
+
+
+def test_plots_name_the_plot_extra_on_the_command_line(without, tmp_path):
+    without("matplotlib")
+    res = CliRunner().invoke(main, ["solve", "--dataset", "grid:3x4", "--epsilon", "1", "--eta", "1.5",
+                                    "--method", "outputs", "--plot", str(tmp_path)])
+    assert res.exit_code == 1 and "scaledp[plot]" in res.output
+    assert "Traceback" not in res.output
