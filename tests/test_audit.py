@@ -1,4 +1,4 @@
-"""Exact verification and the repair step."""
+"""Exact verification, the losses of a file, and the audit of a file written without scaledp."""
 
 from __future__ import annotations
 

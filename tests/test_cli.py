@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from scaledp.cli import main
@@ -113,3 +115,89 @@ def test_cli_compare_and_solve(tmp_path):
     r = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "2", "--eta", "inf",
                                   "--method", "constopt", "--lambdas", "0.1,-2"])
     assert r.exit_code == 2 and "lambdas" in r.output
+
+
+# ------------------------------------------------------------------ views (paper 004)
+def _write_table(path, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
+                       "city": rng.choice(["A", "B", "C"], n)})
+    df.to_csv(path, index=False)
+    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
+    return df, doms
+
+
+def test_cli_build_query_compare(tmp_path):
+    table = tmp_path / "t.csv"
+    df, doms = _write_table(table)
+    (tmp_path / "d.json").write_text(json.dumps(doms))
+    r = CliRunner()
+    res = r.invoke(main, ["view", "build", str(table), "--columns", "age,sex,city", "--domains", str(tmp_path / "d.json"),
+                          "--epsilon", "1", "--out", str(tmp_path / "v.json"), "--json", "--seed", "3"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["spent"] <= 1.0 and info["blocks"] >= 1
+    res = r.invoke(main, ["view", "query", str(tmp_path / "v.json"), "age=20..40 sex=F", "city=A,C", "--json"])
+    assert res.exit_code == 0, res.output
+    answers = json.loads(res.output)
+    assert [a["query"] for a in answers] == ["age=20..40 sex=F", "city=A,C"]
+    res = r.invoke(main, ["view", "compare", str(table), "--columns", "age,sex", "--domains", str(tmp_path / "d.json"),
+                          "--epsilon", "1", "--reps", "2", "--queries", "100", "--seed", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["rows"]
+    assert {row["method"] for row in rows} == {"ripost", "hdpview", "privtree", "identity"}
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--columns", "age,height"], "height"),
+    (["--columns", "age,sex", "--epsilon", "0"], "epsilon"),
+    (["--columns", "age,sex", "--alpha", "1.2"], "alpha"),
+    (["--columns", "age,sex", "--k", "3", "--os", "1"], "os"),
+])
+def test_cli_bad_input_writes_nothing(tmp_path, args, match):
+    table = tmp_path / "t.csv"
+    _, doms = _write_table(table)
+    (tmp_path / "d.json").write_text(json.dumps(doms))
+    out = tmp_path / "v.json"
+    res = CliRunner().invoke(main, ["view", "build", str(table), "--domains", str(tmp_path / "d.json"), "--out", str(out),
+                                    *args])
+    assert res.exit_code == 2 and match in res.output
+    assert not out.exists()
+
+
+def test_cli_refuses_undeclared_domain_and_out_of_domain_values(tmp_path):
+    table = tmp_path / "t.csv"
+    _write_table(table)
+    (tmp_path / "d.json").write_text(json.dumps({"age": {"low": 0, "high": 50, "bins": 10}, "sex": {"values": ["F", "M"]}}))
+    r = CliRunner()
+    res = r.invoke(main, ["view", "build", str(table), "--columns", "age,sex,city", "--domains", str(tmp_path / "d.json"),
+                          "--out", str(tmp_path / "v.json")])
+    assert res.exit_code == 2 and "city" in res.output
+    res = r.invoke(main, ["view", "build", str(table), "--columns", "age,sex", "--domains", str(tmp_path / "d.json"),
+                          "--out", str(tmp_path / "v.json")])
+    assert res.exit_code == 2 and "outside the declared domain" in res.output
+    res = r.invoke(main, ["view", "build", str(table), "--columns", "age,sex", "--domains", str(tmp_path / "d.json"),
+                          "--overflow", "bin", "--out", str(tmp_path / "v.json"), "--seed", "1"])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["view", "query", str(tmp_path / "v.json"), "weight=3"])
+    assert res.exit_code == 2 and "unknown column" in res.output
+
+
+@pytest.mark.parametrize("extra,flag", [(["--method", "expmech", "--subsets", "5"], "--subsets"),
+                                        (["--method", "lp", "--partition", "metis"], "--partition"),
+                                        (["--method", "outputs", "--scheduler", "tcp://127.0.0.1:9"], "--scheduler"),
+                                        (["--method", "constopt", "--gap", "0.1"], "--gap"),
+                                        (["--method", "lp", "--plot", "plots"], "--plot")])
+def test_an_option_the_method_does_not_take_is_an_error(tmp_path, extra, flag):
+    out = tmp_path / "m.npz"
+    res = CliRunner().invoke(main, ["solve", "--dataset", "grid:3x4", "--epsilon", "1", "--eta", "1.5", *extra,
+                                    "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert flag in res.output and "Traceback" not in res.output
+    assert not out.exists()
+
+
+def test_compare_refuses_an_option_no_listed_method_takes():
+    res = CliRunner().invoke(main, ["compare", "--dataset", "gaussian:8:2", "--epsilon", "1",
+                                    "--methods", "expmech,optmech", "--r", "3"])
+    assert res.exit_code == 2 and "--r" in res.output

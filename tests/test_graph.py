@@ -1,4 +1,4 @@
-"""The mDP graph, its exact edge reduction, and the PMO LP against closed forms."""
+"""The mDP graph: the exact implied-edge reduction against brute force."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Paper 002: OPTMech, ConstOPTMech, SpannerMech, Madlib / planar Laplace, epsilon_tight and
-the packing lower bound, each against an independent computation."""
+"""Losses, epsilon_tight and the packing lower bound (paper 002), against independent computations."""
 
 from __future__ import annotations
 
@@ -20,29 +19,6 @@ from scaledp.measures import (
 )
 
 from .paper002 import brute_tight, metric_space
-
-# ------------------------------------------------------------------ OPTMech
-
-
-# ------------------------------------------------------------------ ConstOPTMech
-
-
-# ------------------------------------------------------------------ SpannerMech
-
-
-# ------------------------------------------------------------------ Madlib / planar Laplace
-
-
-# ------------------------------------------------------------------ epsilon_tight
-
-
-# ------------------------------------------------------------------ lower bound
-
-
-# ------------------------------------------------------------------ data
-
-
-# ------------------------------------------------------------------ bad input and CLI
 
 
 @given(st.integers(0, 10_000), st.sampled_from([1e-3, 0.05, 0.3]))

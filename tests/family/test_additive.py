@@ -1,5 +1,4 @@
-"""Paper 002: OPTMech, ConstOPTMech, SpannerMech, Madlib / planar Laplace, epsilon_tight and
-the packing lower bound, each against an independent computation."""
+"""Madlib and planar Laplace: exact noise, honest Monte Carlo standard errors, refused metrics."""
 
 from __future__ import annotations
 
@@ -15,29 +14,6 @@ from scaledp.family.additive import (
     estimate_noise_mechanism,
     laplace_noise,
 )
-
-# ------------------------------------------------------------------ OPTMech
-
-
-# ------------------------------------------------------------------ ConstOPTMech
-
-
-# ------------------------------------------------------------------ SpannerMech
-
-
-# ------------------------------------------------------------------ Madlib / planar Laplace
-
-
-# ------------------------------------------------------------------ epsilon_tight
-
-
-# ------------------------------------------------------------------ lower bound
-
-
-# ------------------------------------------------------------------ data
-
-
-# ------------------------------------------------------------------ bad input and CLI
 
 
 @pytest.mark.parametrize("rng", [None, 5])

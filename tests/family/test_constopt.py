@@ -1,5 +1,4 @@
-"""Paper 002: OPTMech, ConstOPTMech, SpannerMech, Madlib / planar Laplace, epsilon_tight and
-the packing lower bound, each against an independent computation."""
+"""ConstOPTMech (paper 002, Algorithm 1) against the paper's LP written out in full."""
 
 from __future__ import annotations
 
@@ -22,29 +21,6 @@ from scaledp.measures import (
 )
 
 from ..paper002 import metric_space, naive_constopt_value
-
-# ------------------------------------------------------------------ OPTMech
-
-
-# ------------------------------------------------------------------ ConstOPTMech
-
-
-# ------------------------------------------------------------------ SpannerMech
-
-
-# ------------------------------------------------------------------ Madlib / planar Laplace
-
-
-# ------------------------------------------------------------------ epsilon_tight
-
-
-# ------------------------------------------------------------------ lower bound
-
-
-# ------------------------------------------------------------------ data
-
-
-# ------------------------------------------------------------------ bad input and CLI
 
 
 @pytest.mark.parametrize("r,lam", [(1, 0.1), (3, 0.001), (5, 1.0)])

@@ -1,5 +1,4 @@
-"""Paper 002: OPTMech, ConstOPTMech, SpannerMech, Madlib / planar Laplace, epsilon_tight and
-the packing lower bound, each against an independent computation."""
+"""SpannerMech: the greedy spanner's stretch, and stretch 1 is OPTMech."""
 
 from __future__ import annotations
 
@@ -14,29 +13,6 @@ from scaledp import solve
 from scaledp.family.spanner import greedy_spanner, spanner_mechanism
 
 from ..paper002 import metric_space
-
-# ------------------------------------------------------------------ OPTMech
-
-
-# ------------------------------------------------------------------ ConstOPTMech
-
-
-# ------------------------------------------------------------------ SpannerMech
-
-
-# ------------------------------------------------------------------ Madlib / planar Laplace
-
-
-# ------------------------------------------------------------------ epsilon_tight
-
-
-# ------------------------------------------------------------------ lower bound
-
-
-# ------------------------------------------------------------------ data
-
-
-# ------------------------------------------------------------------ bad input and CLI
 
 
 @given(st.integers(0, 10_000), st.floats(1.0, 3.0))

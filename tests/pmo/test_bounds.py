@@ -1,4 +1,4 @@
-"""The mDP graph, its exact edge reduction, and the PMO LP against closed forms."""
+"""The PMO Lagrangian bounds hold for any multipliers."""
 
 from __future__ import annotations
 

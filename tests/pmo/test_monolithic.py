@@ -1,4 +1,4 @@
-"""The mDP graph, its exact edge reduction, and the PMO LP against closed forms."""
+"""The monolithic PMO and OPTMech LPs: the reduction keeps the optimum, components, closed forms, PDLP."""
 
 from __future__ import annotations
 

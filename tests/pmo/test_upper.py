@@ -1,4 +1,4 @@
-"""Exact verification and the repair step."""
+"""The cheap repairs of the decompositions (rebalance, repair, envelope) against their LPs and formulas."""
 
 from __future__ import annotations
 

@@ -1,0 +1,50 @@
+"""PrivTree, HDPView and Identity: their spend and their answers."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scaledp.views.competitors import hdpview, identity, privtree
+from scaledp.views.view import Workload
+
+from .tensors import random_tensor
+
+
+ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
+              "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
+
+
+def _write_table(path, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
+                       "city": rng.choice(["A", "B", "C"], n)})
+    df.to_csv(path, index=False)
+    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
+    return df, doms
+
+
+@given(st.integers(0, 10_000), st.floats(0.01, 5.0))
+@settings(max_examples=30, deadline=None)
+def test_competitors_never_overspend(seed, eps):
+    rng = np.random.default_rng(seed)
+    t = random_tensor(rng, tuple(int(s) for s in rng.integers(1, 6, size=3)), float(rng.random()))
+    for v in (privtree(t, eps, rng=rng), privtree(t, eps, fanout="binary", rng=rng), hdpview(t, eps, rng=rng)):
+        assert Fraction(v.spent) <= Fraction(eps)
+        v.check()
+
+
+def test_identity_answers_with_summed_area_table():
+    rng = np.random.default_rng(8)
+    t = random_tensor(rng, (5, 4, 3), 0.5)
+    v = identity(t, 1.0, rng=1)
+    w = Workload.random(t.shape, 200, 3, rng=2)
+    ref = [v.noisy[tuple(slice(a, b) for a, b in zip(lo, hi))].sum() for lo, hi in zip(w.lo, w.hi)]
+    assert np.allclose(v.answer(w), ref)
+    with pytest.raises(ValueError, match="max_cells"):
+        identity(t, 1.0, max_cells=10)

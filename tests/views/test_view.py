@@ -1,0 +1,89 @@
+"""Views and range queries: answers against dense sums, workloads, parsing, save and load."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scaledp.views.ripost import ripost
+from scaledp.views.tensor import Domain
+from scaledp.views.view import BlockView, Workload, answer_boxes, true_answers
+
+from .tensors import dense_array, random_tensor
+
+
+ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
+              "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
+
+
+def _write_table(path, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
+                       "city": rng.choice(["A", "B", "C"], n)})
+    df.to_csv(path, index=False)
+    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
+    return df, doms
+
+
+def test_view_answers_match_dense_sums():
+    """With exact leaf sums, a query that is a union of whole leaves is answered exactly, and
+    any query equals the uniform spread computed cell by cell."""
+    rng = np.random.default_rng(2)
+    t = random_tensor(rng, (7, 6, 5), 0.4)
+    dense = dense_array(t)
+    v = ripost(t, 2.0, rng=3)
+    sums = np.array([dense[tuple(slice(a, b) for a, b in zip(lo, hi))].sum() for lo, hi in zip(v.lo, v.hi)])
+    spread = np.zeros(t.shape)
+    for lo, hi, s in zip(v.lo, v.hi, sums):
+        blk = tuple(slice(a, b) for a, b in zip(lo, hi))
+        spread[blk] = s / spread[blk].size
+    w = Workload.random(t.shape, 300, 2, rng=4)
+    ans = answer_boxes(v.lo, v.hi, sums, t.shape, w)
+    ref = [spread[tuple(slice(a, b) for a, b in zip(lo, hi))].sum() for lo, hi in zip(w.lo, w.hi)]
+    assert np.allclose(ans, ref)
+    exact = [dense[tuple(slice(a, b) for a, b in zip(lo, hi))].sum() for lo, hi in zip(w.lo, w.hi)]
+    assert np.allclose(true_answers(t, w), exact)
+    whole = Workload(v.lo[:3], v.hi[:3], np.zeros(3, dtype=np.int64), 1)
+    assert answer_boxes(v.lo, v.hi, sums, t.shape, whole)[0] == pytest.approx(sums[:3].sum())
+
+
+def test_random_workload_shapes():
+    w = Workload.random((10, 3, 7), 500, 2, rng=0)
+    assert w.lo.shape == (500, 3) and np.all(w.lo < w.hi) and np.all(w.hi <= [10, 3, 7])
+    restricted = ((w.lo > 0) | (w.hi < [10, 3, 7])).sum(axis=1)
+    assert restricted.max() <= 2
+
+
+def test_parse_queries():
+    doms = (Domain.numeric("age", 0, 100, 10), Domain.categorical("sex", ["F", "M", "X"]))
+    w = Workload.parse(doms, ["age=20..39", "sex=F,X age=..9", "age=55"])
+    assert w.n_queries == 3
+    assert w.lo[0].tolist() == [2, 0] and w.hi[0].tolist() == [4, 3]
+    assert sorted(map(tuple, w.lo[w.owner == 1].tolist())) == [(0, 0), (0, 2)]
+    assert w.lo[3].tolist() == [5, 0] and w.hi[3].tolist() == [6, 3]
+    for bad, match in [("height=3", "unknown column"), ("age=", "empty"), ("age=30..20", "empty"),
+                       ("sex=Q", "unknown value"), ("age=200..300", "outside"), ("age", "column=range")]:
+        with pytest.raises(ValueError, match=match):
+            Workload.parse(doms, [bad])
+
+
+def test_save_load_roundtrip(tmp_path):
+    rng = np.random.default_rng(1)
+    t = random_tensor(rng)
+    v = ripost(t, 0.5, rng=2)
+    p = v.save(tmp_path / "v.json")
+    u = BlockView.load(p)
+    w = Workload.random(t.shape, 100, 2, rng=3)
+    assert np.array_equal(u.answer(w), v.answer(w))
+    assert u.spent == v.spent and u.params["k"] == 4 and u.columns == t.columns
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ValueError, match="not a"):
+        BlockView.load(tmp_path / "bad.json")
+    d = v.to_dict()
+    d["values"] = d["values"][:-1]
+    (tmp_path / "short.json").write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="inconsistent"):
+        BlockView.load(tmp_path / "short.json")
