@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from scaledp import Mechanism, verify
-from scaledp.audit import audit_file
+from scaledp.audit import MechanismFileError, audit_file
+from scaledp.certify import certify
 from scaledp.measures import expected_loss, quantile_loss, worst_case_loss
+from scaledp.space import Geometry
 
 EDGE = np.array([[0, 1]])
 D1 = np.array([1.0])
@@ -76,21 +78,92 @@ def test_losses_on_a_hand_computed_example(tmp_path):
     assert expected_loss(Z, c, p) == pytest.approx(0.5)
     assert worst_case_loss(Z, c) == pytest.approx(0.5)
     assert quantile_loss(Z, c, 0.95) == pytest.approx(0.5)
-    m = Mechanism(Z, np.log(3.0) * 1.0000001, EDGE, D1, cost=c, prior=p, metadata={"method": "hand"})
+    g = Geometry(1.0, "precomputed", distance_matrix=np.array([[0.0, 1.0], [1.0, 0.0]]))
+    m = Mechanism(Z, np.log(3.0) * 1.0000001, EDGE, D1, geometry=g, cost=c, prior=p, metadata={"method": "hand"})
     rep = audit_file(m.save(tmp_path / "h.npz"))
-    assert rep.verify.passed and rep.expected_loss == pytest.approx(0.5)
+    assert rep.passed and rep.verify.passed and rep.expected_loss == pytest.approx(0.5)
+
+
+def third_party_file(path, matrix, epsilon=1.0, **extra):
+    """A mechanism file written with numpy alone: two records 1 km apart on a line."""
+    arrays = dict(matrix=np.asarray(matrix, dtype=float), epsilon=np.float64(epsilon), eta=np.float64(1.5),
+                  metric=np.array("euclidean"), points=np.array([[0.0], [1.0]]), edges=EDGE, edge_distance=D1)
+    arrays.update(extra)
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+    return path
 
 
 def test_audit_file_works_on_a_file_written_without_scaledp(tmp_path):
     """The format is plain numpy: a third party's file is audited the same way."""
-    p = tmp_path / "third_party.npz"
-    np.savez(p, matrix=np.array([[0.9, 0.1], [0.1, 0.9]]), epsilon=np.float64(1.0), edges=EDGE, edge_distance=D1)
+    bad = audit_file(third_party_file(tmp_path / "bad.npz", [[0.9, 0.1], [0.1, 0.9]]))
+    assert bad.status == "failed" and bad.verify.violations == 2   # ln(9) > 1: a real violation
+    assert bad.expected_loss is None
+    good = audit_file(third_party_file(tmp_path / "good.npz", [[0.7, 0.3], [0.3, 0.7]]))   # ln(7/3) < 1
+    assert good.status == "passed" and good.verify.pairs_checked == 1
+
+
+def test_a_file_without_coordinates_or_eta_is_unverifiable(tmp_path):
+    p = tmp_path / "old.npz"
+    np.savez(p, matrix=np.array([[0.7, 0.3], [0.3, 0.7]]), epsilon=np.float64(1.0), edges=EDGE, edge_distance=D1)
     rep = audit_file(p)
-    assert not rep.verify.passed  # ln(9) > 1: a real violation is reported
-    assert rep.verify.violations == 2
-    assert rep.expected_loss is None
+    assert rep.status == "unverifiable" and not rep.passed and rep.verify is None
+    assert any("eta" in w for w in rep.problems) and any("metric" in w for w in rep.problems)
+
+
+@pytest.mark.parametrize("tamper,match", [
+    (dict(edges=np.zeros((0, 2), dtype=np.int64), edge_distance=np.zeros(0)), "missing from its stored edges"),
+    (dict(edge_distance=D1 * 1000), "stored edge distances differ"),
+    (dict(prior=np.array([1.5, -0.5])), "prior is not a probability vector"),
+    (dict(prior=np.array([0.2, 0.2])), "prior is not a probability vector"),
+    (dict(cost=np.array([[0.0, np.nan], [1.0, 0.0]])), "cost has NaN"),
+])
+def test_a_tampered_file_fails(tmp_path, tamper, match):
+    rep = audit_file(third_party_file(tmp_path / "t.npz", [[0.7, 0.3], [0.3, 0.7]], **tamper))
+    assert rep.status == "failed" and any(match in w for w in rep.problems), rep.problems
+
+
+def test_the_pairs_come_from_the_file_not_from_its_edge_list(tmp_path):
+    """A deterministic matrix with its pair list emptied: the recomputed pair catches it."""
+    rep = audit_file(third_party_file(tmp_path / "t.npz", [[1.0, 0.0], [0.0, 1.0]],
+                                      edges=np.zeros((0, 2), dtype=np.int64), edge_distance=np.zeros(0)))
+    assert rep.status == "failed" and rep.verify.violations == 2 and rep.verify.pairs_checked == 1
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage, not a zip file", b"PK\x03\x04truncated"])
+def test_an_unreadable_file_is_a_clear_error(tmp_path, content):
+    p = tmp_path / "x.npz"
+    p.write_bytes(content)
+    with pytest.raises(MechanismFileError, match="x.npz"):
+        audit_file(p)
+
+
+def test_a_truncated_scaledp_file_is_a_clear_error(tmp_path):
+    p = third_party_file(tmp_path / "t.npz", [[0.7, 0.3], [0.3, 0.7]])
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(MechanismFileError, match="t.npz"):
+        audit_file(p)
 
 
 def test_quantile_rejects_bad_q():
     with pytest.raises(ValueError, match="q must lie in"):
         quantile_loss(np.eye(2), np.ones((2, 2)), 0.0)
+
+
+def test_verify_decides_overflow_zeros_and_nan_exactly():
+    E2, d = np.array([[0, 1]]), np.array([1.0])
+    # a positive entry against a zero one violates mDP at any finite eps d, even when exp(eps d) overflows
+    assert verify(np.eye(2), 1000.0, E2, d).violations == 2
+    assert verify(np.eye(2), 1.0, E2, d).violations == 2
+    # exp(800) overflows, but e^800 * 1e-320 is only about e^63: 1e-320 against 1 is still fine there...
+    Z = np.array([[1.0 - 1e-320, 1e-320], [1e-320, 1.0 - 1e-320]])
+    assert verify(Z, 800.0, E2, d).passed
+    # ...and at eps d = 710 it is not: e^710 * 1e-320 is about e^-26
+    assert verify(Z, 710.0, E2, d).violations == 2
+    bad = np.array([[np.nan, 1.0], [0.5, 0.5]])
+    assert not verify(bad, 1.0, E2, d).passed
+
+
+def test_certify_makes_an_overflowing_deterministic_matrix_exactly_private():
+    Zc, rep = certify(np.eye(3), 1.0, np.array([[0, 1], [1, 2]]), np.array([1500.0, 2000.0]))
+    assert rep.verify.passed and Zc.min() > 0 and rep.mixing < 1e-12

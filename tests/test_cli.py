@@ -21,12 +21,12 @@ def test_solve_json_audit_and_perturb(tmp_path):
     res = r.invoke(main, ["solve", "--dataset", "grid:4x5", "--outputs", "8", "--epsilon", "2", "--eta", "2",
                           "--cost", "travel", "--seed", "1", "--out", str(out), "--json"])
     assert res.exit_code == 0, res.output
-    s = json.loads(res.output)
+    s = json.loads(res.stdout)
     assert KEYS <= set(s)
     assert s["n_records"] == 20 and s["n_outputs"] == 8 and s["method"] == "lp"
     assert s["lower_bound"] <= s["upper_bound"] and s["constraints_after"] < s["constraints_before"]
     a = r.invoke(main, ["audit", str(out), "--json"])
-    assert a.exit_code == 0 and json.loads(a.output)["verify"]["passed"]
+    assert a.exit_code == 0 and json.loads(a.stdout)["verify"]["passed"]
     p = r.invoke(main, ["perturb", str(out), "--seed", "3"], input="record\n0\n4\n19\n")
     assert p.exit_code == 0, p.output
     lines = p.output.strip().splitlines()
@@ -38,16 +38,26 @@ def test_expmech_method(tmp_path):
     res = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "2", "--eta", "1",
                                     "--method", "expmech", "--seed", "1", "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["method"] == "expmech"
+    assert json.loads(res.stdout)["method"] == "expmech"
 
 
-def test_audit_fails_with_exit_1_on_a_violating_file(tmp_path):
+def test_audit_exit_codes_failed_unverifiable_unreadable(tmp_path):
     p = tmp_path / "bad.npz"
-    np.savez(p, matrix=np.array([[0.99, 0.01], [0.01, 0.99]]), epsilon=np.float64(1.0),
-             edges=np.array([[0, 1]]), edge_distance=np.array([1.0]))
+    np.savez(p, matrix=np.array([[0.99, 0.01], [0.01, 0.99]]), epsilon=np.float64(1.0), eta=np.float64(2.0),
+             metric=np.array("euclidean"), points=np.array([[0.0], [1.0]]))
     res = CliRunner().invoke(main, ["audit", str(p)])
-    assert res.exit_code == 1
-    assert "FAILED" in res.output
+    assert res.exit_code == 1 and "FAILED" in res.output
+    old = tmp_path / "old.npz"
+    np.savez(old, matrix=np.array([[0.6, 0.4], [0.4, 0.6]]), epsilon=np.float64(1.0),
+             edges=np.array([[0, 1]]), edge_distance=np.array([1.0]))
+    res = CliRunner().invoke(main, ["audit", str(old)])
+    assert res.exit_code == 3 and "cannot be checked" in res.output
+    res = CliRunner().invoke(main, ["perturb", str(old)], input="0\n")
+    assert res.exit_code == 2 and "unverifiable" in res.output
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    res = CliRunner().invoke(main, ["audit", str(empty)])
+    assert res.exit_code == 2 and "empty" in res.output and "Traceback" not in res.output
 
 
 def test_bad_input_is_a_usage_error_and_writes_nothing(tmp_path):
@@ -75,7 +85,7 @@ def test_benders_from_the_cli_with_plots(tmp_path):
                                     "--method", "benders", "--partition", "metis", "--subsets", "3", "--gap", "1e-3",
                                     "--seed", "2", "--plot", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
-    s = json.loads(res.output)
+    s = json.loads(res.stdout)
     assert s["method"] == "benders" and s["iterations"] >= 1 and s["gap"] <= 1e-3 + 1e-12
     for name in ("convergence.png", "partition.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -86,18 +96,18 @@ def test_output_decomposition_from_the_cli(tmp_path):
                                     "--method", "outputs", "--gap", "1e-3", "--seed", "2", "--plot", str(tmp_path),
                                     "--json"])
     assert res.exit_code == 0, res.output
-    s = json.loads(res.output)
+    s = json.loads(res.stdout)
     assert s["method"] == "outputs" and s["iterations"] >= 1 and s["gap"] <= 1e-3 + 1e-12 and s["audit_passed"]
     assert (tmp_path / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "partition.png").exists()
 
 
 def test_cli_compare_and_solve(tmp_path):
-    r = CliRunner().invoke(main, ["compare", "--dataset", "gaussian:12:2", "--epsilon", "2", "--seed", "1",
+    r = CliRunner().invoke(main, ["compare", "--dataset", "gaussian:12:2", "--epsilon", "2", "--eta", "inf", "--seed", "1",
                                   "--methods", "expmech,optmech,constopt,spanner,laplace", "--r", "3",
                                   "--draws", "200", "--json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     rows = {row["method"]: row for row in data["rows"]}
     assert set(rows) == {"expmech", "optmech", "constopt", "spanner", "laplace"}
     assert rows["optmech"]["worst_case_loss"] <= min(rows[m]["worst_case_loss"] for m in rows) + 1e-9
@@ -106,7 +116,7 @@ def test_cli_compare_and_solve(tmp_path):
                                   "--method", "constopt", "--r", "3", "--lambdas", "0.1,1", "--seed", "1",
                                   "--out", str(tmp_path / "c.npz"), "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["audit_passed"] is True
+    assert json.loads(r.stdout)["audit_passed"] is True
     r = CliRunner().invoke(main, ["audit", str(tmp_path / "c.npz")])
     assert r.exit_code == 0
     r = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "2", "--eta", "inf",
@@ -135,16 +145,16 @@ def test_cli_build_query_compare(tmp_path):
     res = r.invoke(main, ["view", "build", str(table), "--columns", "age,sex,city", "--domains", str(tmp_path / "d.json"),
                           "--epsilon", "1", "--out", str(tmp_path / "v.json"), "--json", "--seed", "3"])
     assert res.exit_code == 0, res.output
-    info = json.loads(res.output)
+    info = json.loads(res.stdout)
     assert info["spent"] <= 1.0 and info["blocks"] >= 1
     res = r.invoke(main, ["view", "query", str(tmp_path / "v.json"), "age=20..40 sex=F", "city=A,C", "--json"])
     assert res.exit_code == 0, res.output
-    answers = json.loads(res.output)
+    answers = json.loads(res.stdout)
     assert [a["query"] for a in answers] == ["age=20..40 sex=F", "city=A,C"]
     res = r.invoke(main, ["view", "compare", str(table), "--columns", "age,sex", "--domains", str(tmp_path / "d.json"),
                           "--epsilon", "1", "--reps", "2", "--queries", "100", "--seed", "1", "--json"])
     assert res.exit_code == 0, res.output
-    rows = json.loads(res.output)["rows"]
+    rows = json.loads(res.stdout)["rows"]
     assert {row["method"] for row in rows} == {"ripost", "hdpview", "privtree", "identity"}
 
 
@@ -198,6 +208,37 @@ def test_an_option_the_method_does_not_take_is_an_error(tmp_path, extra, flag):
 
 
 def test_compare_refuses_an_option_no_listed_method_takes():
-    res = CliRunner().invoke(main, ["compare", "--dataset", "gaussian:8:2", "--epsilon", "1",
+    res = CliRunner().invoke(main, ["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf",
                                     "--methods", "expmech,optmech", "--r", "3"])
     assert res.exit_code == 2 and "--r" in res.output
+
+
+@pytest.mark.parametrize("args", [["--cell", "1000", "--eta", "2000", "--epsilon", "1"],   # metres given as km
+                                  ["--cell", "1", "--eta", "2", "--epsilon", "1000"]])
+def test_huge_epsilon_times_distance_gives_a_truly_private_matrix_and_a_warning(tmp_path, args):
+    """exp(eps d) overflows: the solver's deterministic matrix must not pass as private."""
+    from .independent_audit import independent_audit
+
+    out = tmp_path / "m.npz"
+    res = CliRunner().invoke(main, ["solve", "--dataset", "grid:4x5", "--outputs", "5", *args, "--seed", "1",
+                                    "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert s["audit_passed"] and "no protection in practice" in s["message"]
+    passed, bad = independent_audit(out)
+    assert passed, f"{bad} violated inequalities"
+    with np.load(out) as f:
+        assert f["matrix"].min() > 0          # no positive entry faces a zero one
+    assert CliRunner().invoke(main, ["audit", str(out)]).exit_code == 0
+
+
+def test_the_independent_audit_catches_what_the_old_float_check_missed(tmp_path):
+    """A deterministic matrix at eps d = 2000: inf * 0 = nan once let it pass."""
+    from .independent_audit import independent_audit
+
+    p = tmp_path / "d.npz"
+    np.savez(p, matrix=np.eye(2), epsilon=np.float64(1.0), eta=np.float64(2000.0), metric=np.array("euclidean"),
+             points=np.array([[0.0], [2000.0]]))
+    assert independent_audit(p) == (False, 2)
+    res = CliRunner().invoke(main, ["audit", str(p), "--json"])
+    assert res.exit_code == 1 and json.loads(res.stdout)["verify"]["violations"] == 2

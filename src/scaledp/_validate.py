@@ -6,7 +6,9 @@ received and what is allowed, so that a bad call fails before anything is comput
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from numbers import Integral, Real
 from typing import Any
 
@@ -82,3 +84,31 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
     return str(value)
+
+
+@functools.lru_cache(maxsize=1)
+def memory_limit() -> int:
+    """Bytes of memory this process may use: the machine's physical memory, or the container's
+    limit (cgroup) when that is lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 2**63
+    for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(f) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return int(total)
+
+
+def fits_in_memory(what: str, n_bytes: float) -> None:
+    """Refuse (ValueError with the estimate) work whose memory would exceed what this process
+    may use, before anything is allocated."""
+    limit = memory_limit()
+    if n_bytes > limit:
+        raise ValueError(f"{what} needs about {n_bytes / 1e9:.3g} GB of memory, more than the "
+                         f"{limit / 1e9:.3g} GB this machine allows; use a smaller instance")

@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .audit import VerifyReport, verify
+from .audit import VerifyReport, verify, violated
 
 MARGIN = 1e-9
 
@@ -75,22 +75,34 @@ def _components(n: int, edges: np.ndarray) -> np.ndarray:
 
 def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndarray, comp: np.ndarray,
                      block: int = 2_000_000) -> tuple[np.ndarray, float]:
-    """Per connected component, the least mixing weight that removes every violation."""
+    """Per connected component, the least mixing weight that removes every violation.
+
+    Where exp(eps d) overflows, the exact check (:func:`scaledp.audit.violated`) fails only a
+    positive entry against (almost) zero; there any weight with ``lam / K >= 2 exp(-eps d)``
+    mends it, and ``lam = 2 K exp(-min(eps d, 700))`` is taken (a negligible weight)."""
     k = Z.shape[1]
     lam = np.zeros(int(comp.max()) + 1 if len(comp) else 0)
     vmax = 0.0
     step = max(1, block // max(k, 1))
     for s in range(0, len(edges), step):
         a, b = edges[s:s + step, 0], edges[s:s + step, 1]
-        f = np.exp(eps * dist[s:s + step])[:, None]
+        ed = (eps * dist[s:s + step])[:, None]
+        with np.errstate(over="ignore"):
+            f = np.exp(ed)
         w = (f - 1.0) / k
+        tiny = np.minimum(1.0, 2.0 * k * np.exp(-np.minimum(ed, 700.0)))
         for X, Y in ((Z[a], Z[b]), (Z[b], Z[a])):
-            v = X - f * Y
-            pos = v > 0
-            if np.any(pos):
-                vmax = max(vmax, float(v[pos].max()))
+            bad = violated(X, Y, ed)
+            if np.any(bad):
+                with np.errstate(invalid="ignore", over="ignore"):
+                    v = X - f * Y
+                finite_v = bad & np.isfinite(v) & np.broadcast_to(np.isfinite(w), v.shape)
                 need = np.zeros(v.shape)
-                need[pos] = v[pos] / (v[pos] + np.broadcast_to(w, v.shape)[pos])
+                ww = np.broadcast_to(w, v.shape)
+                need[finite_v] = v[finite_v] / (v[finite_v] + ww[finite_v])
+                need[bad & ~finite_v] = np.broadcast_to(tiny, v.shape)[bad & ~finite_v]
+                if finite_v.any():
+                    vmax = max(vmax, float(v[finite_v].max()))
                 np.maximum.at(lam, comp[a], need.max(axis=1))
     return lam, vmax
 

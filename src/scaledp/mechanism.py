@@ -1,26 +1,12 @@
 """The Mechanism (a certified row-stochastic matrix over records x outputs and what it promises),
-its file format, and :class:`SolveResult`, the one value every solver returns.
+its file, and :class:`SolveResult`, the one value every solver returns.
 
 A :class:`Mechanism` can only be constructed from a matrix that passes the exact check of
 :func:`scaledp.audit.verify` for its epsilon and neighbour pairs; the constructor runs it.
 :meth:`Mechanism.certified` first repairs a solver's matrix with :func:`scaledp.certify.certify`.
-
-File format (``.npz``, readable with ``numpy.load(path)``, no pickle):
-
-=================  =========================================================================
-``matrix``         (N, K) float64, rows sum to 1 within 1e-9
-``epsilon``        scalar float64
-``edges``          (E, 2) int64: every neighbouring pair the guarantee covers (all pairs
-                   within eta, not only those left after the edge reduction)
-``edge_distance``  (E,) float64
-``output_records`` (K,) int64 record index of each output, or -1 when outputs are not records
-``cost``           (N, K) float64 utility costs (optional, for loss audits)
-``prior``          (N,) float64 prior (optional)
-``metadata``       0-d unicode array holding a JSON object (method, eta, instance, ...)
-=================  =========================================================================
-
-Contract: for every listed pair (i, j), both directions, every output k,
-``matrix[i,k] <= exp(epsilon*d) * matrix[j,k]`` holds exactly in float64.
+The file (``.npz``, no pickle) is described in :mod:`scaledp.audit`: it carries the records'
+coordinates (or distances) and eta, so anybody can recompute the protected pairs and audit it;
+:meth:`Mechanism.load` refuses a file that fails that audit.
 """
 
 from __future__ import annotations
@@ -35,11 +21,12 @@ import numpy as np
 
 from . import _validate as V
 from ._io import atomic_target
-from .audit import VerifyReport, verify
+from .audit import FORMAT, VerifyReport, audit_with_pairs, read_mechanism_file, verify
 from .certify import CertifyReport, certify
 from .lp.outcome import SolverLimitError, relative_gap
 from .measures import expected_loss, worst_case_loss
 from .randomness import RNGLike, sample_rows
+from .space import Geometry
 
 if TYPE_CHECKING:
     from .space import Space
@@ -60,20 +47,23 @@ class Mechanism:
         epsilon: privacy budget per unit distance.
         edges: (E, 2) neighbouring record pairs covered by the guarantee.
         edge_distance: (E,) their distances.
+        geometry: the eta, metric and coordinates the pairs come from (needed to save the
+            mechanism: the file must let anybody recompute the pairs).
         output_records: optional (K,) record index of each output.
         cost, prior: optional, stored for loss audits.
-        metadata: JSON-serialisable facts (method, eta, instance, solver statistics).
+        metadata: JSON-serialisable facts (method, instance, seed, solver statistics).
 
     Raises:
         UnverifiedMechanismError: if the exact check fails.
     """
 
-    __slots__ = ("_matrix", "epsilon", "edges", "edge_distance", "output_records", "cost",
+    __slots__ = ("_matrix", "epsilon", "edges", "edge_distance", "geometry", "output_records", "cost",
                  "prior", "metadata", "verification", "_cdf")
 
     def __init__(self, matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,
-                 *, output_records: np.ndarray | None = None, cost: np.ndarray | None = None,
-                 prior: np.ndarray | None = None, metadata: dict[str, Any] | None = None) -> None:
+                 *, geometry: Geometry | None = None, output_records: np.ndarray | None = None,
+                 cost: np.ndarray | None = None, prior: np.ndarray | None = None,
+                 metadata: dict[str, Any] | None = None) -> None:
         Z = np.array(matrix, dtype=np.float64, copy=True)
         eps = V.positive_float("epsilon", epsilon)
         E = np.asarray(edges, dtype=np.int64).reshape(-1, 2).copy()
@@ -88,6 +78,7 @@ class Mechanism:
         self.epsilon = eps
         self.edges = E
         self.edge_distance = d
+        self.geometry = geometry
         self.output_records = None if output_records is None else np.asarray(output_records, dtype=np.int64)
         self.cost = None if cost is None else np.asarray(cost, dtype=np.float64)
         self.prior = None if prior is None else np.asarray(prior, dtype=np.float64)
@@ -103,9 +94,10 @@ class Mechanism:
         needed."""
         edges, dist = space.neighbor_pairs
         Zc, cert = certify(matrix, space.epsilon, edges, dist)
-        meta = {**metadata, "eta": space.eta, "instance": space.name, "certify_mixing": cert.mixing}
-        mech = cls(Zc, space.epsilon, edges, dist, output_records=space.output_records, cost=space.cost,
-                   prior=space.prior, metadata=meta)
+        meta = {**metadata, "eta": space.eta, "instance": space.name, "seed": space.seed,
+                "certify_mixing": cert.mixing}
+        mech = cls(Zc, space.epsilon, edges, dist, geometry=space.geometry, output_records=space.output_records,
+                   cost=space.cost, prior=space.prior, metadata=meta)
         return mech, cert
 
     # ------------------------------------------------------------------ facts
@@ -162,50 +154,60 @@ class Mechanism:
 
     # ---------------------------------------------------------------- storage
     def save(self, path: str | Path) -> Path:
-        """Write the mechanism as ``.npz`` (atomically: a partial file is never left)."""
-        p = Path(path)
-        if p.suffix != ".npz":
-            p = p.with_suffix(p.suffix + ".npz") if p.suffix else p.with_suffix(".npz")
+        """Write the mechanism as ``.npz`` (atomically: a partial file is never left); the
+        suffix ``.npz`` is added when missing. Returns the path written."""
+        g = self.geometry
+        if g is None:
+            raise ValueError("this mechanism does not carry the records' coordinates and eta, so a file of it "
+                             "could not be audited; build it with Mechanism.certified or pass geometry=")
         arrays: dict[str, np.ndarray] = {
+            "format": np.array(FORMAT),
             "matrix": np.asarray(self._matrix),
             "epsilon": np.float64(self.epsilon),
+            "eta": np.float64(g.eta),
+            "metric": np.array(g.metric),
             "edges": self.edges,
             "edge_distance": self.edge_distance,
             "output_records": (self.output_records if self.output_records is not None
                                else np.full(self.n_outputs, -1, dtype=np.int64)),
             "metadata": np.array(json.dumps(self.metadata, default=_json_default)),
         }
+        if g.metric == "precomputed":
+            arrays["distance_matrix"] = np.asarray(g.distance_matrix, dtype=np.float64)
+        else:
+            arrays["points"] = np.asarray(g.points, dtype=np.float64)
         if self.cost is not None:
             arrays["cost"] = self.cost
         if self.prior is not None:
             arrays["prior"] = self.prior
+        p = npz_path(path)
         with atomic_target(p, ".npz") as tmp:
             np.savez_compressed(tmp, **arrays)
         return p
 
     @classmethod
     def load(cls, path: str | Path) -> "Mechanism":
-        """Read a mechanism file; it is verified again on load."""
-        p = Path(path)
-        if not p.is_file():
-            raise ValueError(f"mechanism file not found: {p}")
-        with np.load(p, allow_pickle=False) as data:
-            missing = [k for k in ("matrix", "epsilon", "edges", "edge_distance") if k not in data.files]
-            if missing:
-                raise ValueError(f"{p} lacks required arrays {missing}")
-            out = data["output_records"] if "output_records" in data.files else None
-            if out is not None and np.all(out < 0):
-                out = None
-            meta = json.loads(str(data["metadata"])) if "metadata" in data.files else {}
-            return cls(data["matrix"], float(data["epsilon"]), data["edges"], data["edge_distance"],
-                       output_records=out,
-                       cost=data["cost"] if "cost" in data.files else None,
-                       prior=data["prior"] if "prior" in data.files else None,
-                       metadata=meta)
+        """Read a mechanism file; refuse it (:class:`UnverifiedMechanismError`) unless it passes
+        :func:`scaledp.audit.audit_file`: its pairs recomputed from its own coordinates, exact
+        mDP on them, valid costs and prior."""
+        f = read_mechanism_file(path)
+        rep, pairs = audit_with_pairs(f)
+        if not rep.passed or pairs is None:
+            raise UnverifiedMechanismError(f"{f.path} {'is unverifiable' if rep.status == 'unverifiable' else 'fails its audit'}: "
+                                           + "; ".join(rep.problems))
+        g = Geometry(float(f.eta), str(f.metric), f.points, f.distance_matrix)  # type: ignore[arg-type]
+        return cls(f.matrix, float(f.epsilon), pairs[0], pairs[1], geometry=g, output_records=f.output_records,
+                   cost=f.cost, prior=f.prior, metadata=f.metadata)
 
     def __repr__(self) -> str:
         return (f"Mechanism(N={self.n_records}, K={self.n_outputs}, epsilon={self.epsilon:g}, "
                 f"pairs={len(self.edges)}, method={self.metadata.get('method', '?')!r})")
+
+
+def npz_path(path: str | Path) -> Path:
+    """``path`` with the suffix ``.npz`` (added when missing), the name a mechanism is saved under."""
+    p = Path(path)
+    return p if p.suffix == ".npz" else p.with_name(p.name + ".npz")
 
 
 def _draw(cdf: np.ndarray, probs: np.ndarray, rng: RNGLike) -> np.ndarray:

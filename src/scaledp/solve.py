@@ -20,7 +20,7 @@ laplace    planar Laplace (Andres et al. 2013): noise, then the nearest output (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from . import _validate as V
@@ -131,9 +131,11 @@ class Method:
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (
-    Method("lp", solve_monolithic, {**_PMO, "objective": _choice(*OBJECTIVES)},
+    Method("lp", solve_monolithic, {**_PMO, "solver": _choice(*SOLVERS, "auto"), "gap": _positive,
+                                    "objective": _choice(*OBJECTIVES)},
            "PMO LP of paper 000 (Eq. 4-7), monolithic HiGHS per component; objective 'worst' is OPTMech"),
-    Method("optmech", solve_monolithic, _PMO, "OPTMech of paper 002: the LP of least worst-case loss",
+    Method("optmech", solve_monolithic, {**_PMO, "solver": _choice(*SOLVERS, "auto"), "gap": _positive},
+           "OPTMech of paper 002: the LP of least worst-case loss",
            fixed={"objective": "worst"}),
     Method("outputs", solve_outputs,
            {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag, "workers": _workers},
@@ -160,6 +162,39 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "planar Laplace: 2-D noise, then the nearest output; Monte Carlo losses",
            fixed={"method": "laplace"}, reports_progress=False),
 )}
+
+
+NO_PROTECTION = 50.0
+"""epsilon x distance above which a protected pair is, in practice, not protected: the
+guarantee then allows probability ratios above e^50 (about 5e21) between the two records."""
+
+
+def estimate_bytes(space: Space, method: str) -> float:
+    """A coarse estimate of the memory ``method`` needs on ``space`` (its largest arrays and
+    solver models), checked before any solve starts."""
+    N, K = space.n_records, space.n_outputs
+    E = len(space.neighbor_pairs[0])
+    matrices = 8.0 * N * K * 6                     # cost, weighted cost, solution, certified copies
+    if method in ("lp", "optmech", "benders"):
+        return matrices + 80.0 * (4 * E * K + 2 * N * K)   # HiGHS's copies of the sparse LP
+    if method == "outputs":
+        return matrices + 8.0 * N * N * 8 + 80.0 * K * (4 * E + 2 * N)
+    if method in ("constopt", "spanner"):
+        return matrices + 8.0 * N * N * 6
+    return matrices
+
+
+def _warnings(space: Space) -> list[str]:
+    _, d = space.neighbor_pairs
+    if len(d) == 0:
+        return ["no two records are within eta of each other, so nothing is protected: every record simply "
+                "reports its cheapest output (is eta in the unit of the distances?)"]
+    top = space.epsilon * float(d.max())
+    if top > NO_PROTECTION:
+        return [f"epsilon x distance reaches {top:.6g} on a protected pair: the guarantee allows probability "
+                f"ratios up to e^{top:.6g} between those records, no protection in practice (is epsilon per the "
+                "unit of the distances?)"]
+    return []
 
 
 def check_options(method: str, options: Mapping[str, Any], space: Space) -> dict[str, Any]:
@@ -193,7 +228,13 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
         raise TypeError(f"space must be a scaledp.Space, got {type(space).__name__}")
     checked = check_options(method, options, space)
     m = METHODS[method]
+    V.fits_in_memory(f"method {method!r} on {space.n_records:,} records x {space.n_outputs:,} outputs "
+                     f"({len(space.neighbor_pairs[0]):,} protected pairs)", estimate_bytes(space, method))
     kwargs = {**m.fixed, **checked}
     if m.reports_progress:
         kwargs["progress"] = progress
-    return m.engine(space, **kwargs)
+    res = m.engine(space, **kwargs)
+    notes = _warnings(space)
+    if notes:
+        res = replace(res, message="; ".join(notes + ([res.message] if res.message else [])))
+    return res

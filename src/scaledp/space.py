@@ -64,6 +64,69 @@ def paired(points_a: np.ndarray, points_b: np.ndarray, metric: str) -> np.ndarra
     raise ValueError(f"metric must be 'euclidean' or 'haversine' for coordinates, got {metric!r}")
 
 
+def _candidate_pairs(metric: str, points: np.ndarray | None, n: int, radius: float) -> np.ndarray:
+    """Pairs (i < j) whose distance may be <= radius (a superset, filtered by the caller)."""
+    if metric == "precomputed" or math.isinf(radius) or n <= 1:
+        iu, ju = np.triu_indices(n, 1)
+        return np.column_stack([iu, ju])
+    assert points is not None
+    if metric == "haversine":
+        theta = min(radius / EARTH_RADIUS_KM, math.pi)
+        chord = 2.0 * math.sin(theta / 2.0)
+        tree = cKDTree(_unit_sphere(points))
+        return tree.query_pairs(chord * (1 + 1e-9) + 1e-15, output_type="ndarray")
+    if points.shape[1] <= 16:
+        tree = cKDTree(points)
+        return tree.query_pairs(radius * (1 + 1e-9), output_type="ndarray")
+    # High-dimensional embeddings: KD-trees do not help; scan in blocks.
+    chunks = []
+    step = max(1, 4_000_000 // max(n, 1))
+    for s in range(0, n, step):
+        d = cdist(points[s:s + step], points)
+        ii, jj = np.nonzero(d <= radius * (1 + 1e-9))
+        ii = ii + s
+        keep = ii < jj
+        chunks.append(np.column_stack([ii[keep], jj[keep]]))
+    return np.concatenate(chunks) if chunks else np.empty((0, 2), dtype=np.int64)
+
+
+def neighbor_pairs(eta: float, metric: str, *, points: np.ndarray | None = None,
+                   distance_matrix: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i < j) of records within ``eta`` of each other under ``metric`` (from
+    ``points``, or from ``distance_matrix`` when the metric is 'precomputed'), sorted, with
+    its distance. The library's one definition of "neighbours": a mechanism file is audited
+    against the pairs this function finds in the file's own coordinates."""
+    n = int(distance_matrix.shape[0] if metric == "precomputed" else points.shape[0])  # type: ignore[union-attr]
+    cand = _candidate_pairs(metric, points, n, eta)
+    if len(cand) == 0:
+        return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.float64)
+    cand = np.asarray(cand, dtype=np.int64)
+    if metric == "precomputed":
+        d = distance_matrix[cand[:, 0], cand[:, 1]]  # type: ignore[index]
+    else:
+        d = paired(points[cand[:, 0]], points[cand[:, 1]], metric)  # type: ignore[index]
+    keep = d <= eta
+    cand, d = cand[keep], d[keep]
+    order = np.lexsort((cand[:, 1], cand[:, 0]))
+    return cand[order], np.asarray(d[order], dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class Geometry:
+    """What decides which pairs of records a guarantee protects: the neighbour threshold, the
+    metric, and the records' coordinates (or their distance matrix when the metric is
+    'precomputed'). A mechanism file carries it, so its pairs can be recomputed by anyone."""
+
+    eta: float
+    metric: str
+    points: np.ndarray | None = None
+    distance_matrix: np.ndarray | None = None
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The protected pairs and their distances (:func:`neighbor_pairs`)."""
+        return neighbor_pairs(self.eta, self.metric, points=self.points, distance_matrix=self.distance_matrix)
+
+
 @dataclass(frozen=True, eq=False)
 class Space:
     """A finite metric-DP problem instance.
@@ -83,6 +146,7 @@ class Space:
         labels: optional names of the records (words, road node ids).
         name: a short description of where the instance came from.
         unit: the distance unit.
+        seed: the seed the instance was drawn with, when it is known (recorded in outputs).
     """
 
     cost: np.ndarray
@@ -97,6 +161,7 @@ class Space:
     labels: tuple[str, ...] | None = None
     name: str = "custom"
     unit: str = ""
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         eps = V.positive_float("epsilon", self.epsilon)
@@ -184,57 +249,28 @@ class Space:
         assert self.points is not None
         return paired(self.points[i], self.points[j], self.metric)
 
-    def _candidate_pairs(self, radius: float) -> np.ndarray:
-        """Pairs (i < j) whose distance may be <= radius (a superset, filtered by the caller)."""
-        n = self.n_records
-        if self.metric == "precomputed" or math.isinf(radius) or n <= 1:
-            iu, ju = np.triu_indices(n, 1)
-            return np.column_stack([iu, ju])
-        assert self.points is not None
-        if self.metric == "haversine":
-            theta = min(radius / EARTH_RADIUS_KM, math.pi)
-            chord = 2.0 * math.sin(theta / 2.0)
-            tree = cKDTree(_unit_sphere(self.points))
-            return tree.query_pairs(chord * (1 + 1e-9) + 1e-15, output_type="ndarray")
-        if self.points.shape[1] <= 16:
-            tree = cKDTree(self.points)
-            return tree.query_pairs(radius * (1 + 1e-9), output_type="ndarray")
-        # High-dimensional embeddings: KD-trees do not help; scan in blocks.
-        chunks = []
-        step = max(1, 4_000_000 // max(n, 1))
-        for s in range(0, n, step):
-            d = cdist(self.points[s:s + step], self.points)
-            ii, jj = np.nonzero(d <= radius * (1 + 1e-9))
-            ii = ii + s
-            keep = ii < jj
-            chunks.append(np.column_stack([ii[keep], jj[keep]]))
-        return np.concatenate(chunks) if chunks else np.empty((0, 2), dtype=np.int64)
+    @property
+    def geometry(self) -> Geometry:
+        """The facts that decide the protected pairs (stored in every mechanism file)."""
+        return Geometry(self.eta, self.metric, self.points, self.distance_matrix)
 
     @cached_property
     def neighbor_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """All neighbouring pairs (i < j, d(i, j) <= eta) and their distances, sorted.
 
         This is the edge set E of the mDP graph (paper 000, Definition 2.1): every pair the
-        mechanism's guarantee must cover.
+        mechanism's guarantee must cover (:func:`neighbor_pairs`).
         """
-        cand = self._candidate_pairs(self.eta)
-        if cand.size == 0:
-            return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.float64)
-        cand = np.asarray(cand, dtype=np.int64)
-        d = self.pair_distance(cand[:, 0], cand[:, 1])
-        keep = d <= self.eta
-        cand, d = cand[keep], d[keep]
-        order = np.lexsort((cand[:, 1], cand[:, 0]))
-        return cand[order], d[order]
+        return neighbor_pairs(self.eta, self.metric, points=self.points, distance_matrix=self.distance_matrix)
 
     def _check_no_duplicates(self) -> None:
         """Two records at distance 0 make the metric a pseudo-metric: refuse them."""
         if self.metric == "precomputed":
             return  # check_distance_matrix already refused zero off-diagonal entries
-        cand = self._candidate_pairs(0.0)
+        cand = _candidate_pairs(self.metric, self.points, self.n_records, 0.0)
         if len(cand):
             cand = np.asarray(cand, dtype=np.int64)
-            d = self.pair_distance(cand[:, 0], cand[:, 1])
+            d = paired(self.points[cand[:, 0]], self.points[cand[:, 1]], self.metric)
             dup = cand[d <= 0.0]
             if len(dup):
                 i, j = dup[0]

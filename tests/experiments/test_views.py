@@ -12,7 +12,6 @@ from scaledp.views.view import rmse
 
 from ..views.tensors import brute_ae, dense_array, random_tensor
 
-
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 

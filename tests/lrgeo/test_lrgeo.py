@@ -240,7 +240,7 @@ def test_cli_lrgeo_json():
     res = CliRunner().invoke(main, ["lrgeo", "--dataset", "gridcity", "--grid", "6x6", "--users", "2", "--json",
                                     "--baselines", "expmech"])
     assert res.exit_code == 0, res.output
-    rep = json.loads(res.output)
+    rep = json.loads(res.stdout)
     assert rep["users"] == 2 and rep["baselines"][0]["method"] == "expmech"
     assert rep["lower_bound"] <= rep["expected_cost_lr_sets"] + 1e-9
     bad = CliRunner().invoke(main, ["lrgeo", "--grid", "6x6", "--r-exp", "5", "--r-obf", "1"])

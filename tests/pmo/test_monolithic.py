@@ -60,7 +60,8 @@ def test_pdlp_result_is_certified_and_its_gap_is_true():
     exact = solve(sp).upper_bound
     res = solve(sp, solver="pdlp", tolerance=1e-5)
     assert res.mechanism.verification.passed
-    assert res.status in ("optimal", "approximate")
+    assert res.status in ("optimal", "approximate", "gap_limited")
+    assert (res.status == "optimal") == (res.gap <= 1e-6)        # "optimal" only within the requested gap
     assert res.lower_bound <= exact * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 1e-7) + 2e-12
 
 
@@ -75,3 +76,30 @@ def test_optmech_matches_the_naive_lp_and_beats_the_others(seed):
               solve(s, "spanner", delta=1.5).mechanism]
     for m in others:
         assert worst_case_loss(m.matrix, s.cost) >= r.upper_bound - 1e-7
+
+
+def test_a_loose_tolerance_is_reported_as_gap_limited_not_optimal():
+    sp = build_space(gaussian(30, 2, seed=1), epsilon=2.0, eta=1.0, n_outputs=8, seed=1)
+    res = solve(sp, tolerance=0.5)
+    assert res.mechanism.verification.passed
+    if res.gap > 1e-6:
+        assert res.status == "gap_limited" and "requested 1e-06" in res.message
+    tight = solve(sp, gap=1e-2, tolerance=0.5)
+    assert (tight.status == "optimal") == (tight.gap <= 1e-2)
+
+
+def test_when_one_highs_algorithm_fails_the_other_is_tried(monkeypatch):
+    import scaledp.pmo.monolithic as mono
+    from scaledp.lp.highs import LPSolution
+
+    real = mono._highs_solve
+
+    def simplex_fails(lp, run, solver):
+        if solver == "simplex":
+            return LPSolution("error: Solve error", None, None, None, 0.0, False, 0, 0.0)
+        return real(lp, run, solver)
+    monkeypatch.setattr(mono, "_highs_solve", simplex_fails)
+    sp = build_space(gaussian(12, 2, seed=5), epsilon=2.0, eta=1.2, n_outputs=5, seed=5)
+    res = solve(sp, solver="simplex")
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert res.stats["solver"] == "ipm" and "simplex" in res.message and "failed" in res.message

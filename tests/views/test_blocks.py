@@ -12,7 +12,6 @@ from scaledp.views.blocks import aggregation_error, cut_scores
 
 from .tensors import brute_ae
 
-
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 

@@ -10,7 +10,6 @@ from scaledp.views.build import build_view
 
 from .tensors import random_tensor
 
-
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 

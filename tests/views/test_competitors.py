@@ -15,7 +15,6 @@ from scaledp.views.view import Workload
 
 from .tensors import random_tensor
 
-
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 

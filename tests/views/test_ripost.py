@@ -19,7 +19,6 @@ from scaledp.views.view import Workload, answer_boxes, rmse, true_answers
 from ..conftest import shared_file
 from .tensors import dense_array, random_tensor
 
-
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 

@@ -8,7 +8,6 @@ from scipy.stats import chisquare
 
 from scaledp.views import PrivacyBudget, exponential_choice
 
-
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 

@@ -14,7 +14,6 @@ from scaledp.views.view import BlockView, Workload, answer_boxes, true_answers
 
 from .tensors import dense_array, random_tensor
 
-
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 

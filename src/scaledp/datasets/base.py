@@ -7,6 +7,7 @@ outputs, the cost model, the prior, epsilon and eta, and returns the problem ins
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -101,11 +102,18 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
         prior: p[i]; default uniform.
         n_destinations: destinations sampled for the travel cost (paper: 100).
         destinations: explicit destinations for the travel cost (indices in the travel model).
-        seed: seed for the output and destination samples (None: fresh entropy).
+        seed: seed for the output and destination samples (None: a fresh one is drawn from the
+            operating system's entropy; an int seed is recorded in the space, ``space.seed``).
     """
     V.choice("cost", cost, COST_MODELS)
-    gen = as_generator(seed)
     n = dataset.n_records
+    k = n if outputs is None and n_outputs is None else (len(outputs) if outputs is not None else n_outputs)
+    if isinstance(k, int) and k > 0:
+        V.fits_in_memory(f"the {n:,} x {k:,} cost matrix of {dataset.name}",
+                         8.0 * n * k * (2 if cost == "travel" else 1) + (8.0 * n * n_destinations if cost == "travel" else 0))
+    if seed is None:
+        seed = secrets.randbits(32)       # drawn, and recorded in the space, so the instance can be rebuilt
+    gen = as_generator(seed)
     if outputs is not None:
         out = np.asarray(outputs, dtype=np.int64)
         if out.ndim != 1 or out.size == 0 or out.min() < 0 or out.max() >= n:
@@ -131,4 +139,5 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
         prior = np.full(n, 1.0 / n)
     return Space(cost=c, prior=np.asarray(prior, dtype=np.float64), epsilon=epsilon, eta=eta,
                  metric=dataset.metric, points=dataset.points, output_records=out,
-                 labels=dataset.labels, name=dataset.name, unit=dataset.unit)
+                 labels=dataset.labels, name=dataset.name, unit=dataset.unit,
+                 seed=int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None)

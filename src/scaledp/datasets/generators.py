@@ -40,6 +40,7 @@ def grid(rows: int, cols: int, cell: float = 1.0) -> Dataset:
     cell = V.positive_float("cell", cell)
     if rows * cols < 2:
         raise ValueError("a grid needs at least two cells")
+    V.fits_in_memory(f"a grid of {rows} x {cols} = {rows * cols:,} records", 48.0 * rows * cols)
     r, c = np.divmod(np.arange(rows * cols), cols)
     pts = np.column_stack([(c + 0.5) * cell, (r + 0.5) * cell]).astype(np.float64)
     return Dataset(points=pts, metric="euclidean", name=f"grid:{rows}x{cols}@{cell:g}",
@@ -50,6 +51,7 @@ def gaussian(n: int, dim: int = 3, seed: RNGLike = None) -> Dataset:
     """n points drawn from a standard multivariate Gaussian in ``dim`` dimensions (Euclidean)."""
     n = V.int_in_range("n", n, 2)
     dim = V.int_in_range("dim", dim, 1)
+    V.fits_in_memory(f"{n:,} Gaussian points in {dim} dimensions", 8.0 * n * dim)
     pts = as_generator(seed).standard_normal((n, dim))
     return Dataset(points=pts, metric="euclidean", name=f"gaussian:{n}:{dim}")
 

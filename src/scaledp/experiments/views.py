@@ -17,6 +17,7 @@ from ..views.competitors import MAX_IDENTITY_CELLS
 from ..views.tensor import CountTensor
 from ..views.view import BlockView, Workload, rmse, true_answers
 
+
 def leaf_truth(view: BlockView, tensor: CountTensor) -> tuple[np.ndarray, np.ndarray]:
     """True sum and true AE of every leaf of ``view``. Reads the true data: for evaluation
     (error decomposition, Figure 3), never part of a release."""

@@ -10,6 +10,7 @@ the executor.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from typing import Any, Sequence
 
 import numpy as np
@@ -43,6 +44,8 @@ class BlockGroup:
 
 
 def _worker(conn: Any, items: list[tuple[int, BlockSpec]], tolerance: float) -> None:
+    # Ctrl-C reaches the whole process group: the parent alone handles it and closes the workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     group = BlockGroup(items, tolerance)
     conn.send("ready")
     while True:

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _validate as V
-
+from .outcome import SolverLimitError
 
 
 def _make_first_model_quietly() -> None:
@@ -156,7 +156,7 @@ class HighsLP:
         # no integrality vector: an all-continuous one makes HiGHS drop its basis after changes
         st = self.h.passModel(lp)
         if st == highspy.HighsStatus.kError:
-            raise RuntimeError("HiGHS rejected the model (passModel returned an error)")
+            raise SolverLimitError("HiGHS rejected the model (passModel returned an error: coefficients out of its range?)")
         self.n_col = n_col
         self.n_row = n_row
 
@@ -172,7 +172,7 @@ class HighsLP:
                             R.indptr[:-1].astype(np.int32), R.indices.astype(np.int32),
                             np.ascontiguousarray(R.data, dtype=np.float64))
         if st == highspy.HighsStatus.kError:
-            raise RuntimeError("HiGHS rejected the new rows")
+            raise SolverLimitError("HiGHS rejected the new rows")
         self.n_row += R.shape[0]
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
@@ -182,7 +182,7 @@ class HighsLP:
                                      np.ascontiguousarray(lower, dtype=np.float64),
                                      np.ascontiguousarray(upper, dtype=np.float64))
         if st == highspy.HighsStatus.kError:
-            raise RuntimeError("HiGHS rejected the row bound change")
+            raise SolverLimitError("HiGHS rejected the row bound change")
 
     def set_option(self, name: str, value: object) -> None:
         self.h.setOptionValue(name, value)

@@ -22,3 +22,23 @@ def relative_gap(upper: float, lower: float | None) -> float | None:
     if upper == 0:
         return 0.0 if lower >= 0 else math.inf
     return max(0.0, (upper - lower) / abs(upper))
+
+
+def fmt_gap(gap: float | None) -> str:
+    """A gap for a message: a percentage above 1e-4, else in scientific notation."""
+    if gap is None:
+        return "unknown (no lower bound)"
+    if not math.isfinite(gap):
+        return "infinite (no feasible point or no bound)"
+    return f"{100 * gap:.3g}%" if gap >= 1e-4 else f"{gap:.2g}"
+
+
+_ENDINGS = {"optimal": "reached", "time_limit": "stopped at the time limit", "iteration_limit":
+            "stopped at the round limit", "stalled": "stalled (nothing improves the bounds)"}
+
+
+def round_message(status: str, gap: float | None, requested: float, rounds: int) -> str:
+    """The message of a decomposition's result: how it ended, and the true gap against the one
+    requested."""
+    how = _ENDINGS.get(status, status)
+    return f"{how} after {rounds} rounds: certified gap {fmt_gap(gap)} (requested {requested:g})"

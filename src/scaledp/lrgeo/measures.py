@@ -15,9 +15,9 @@ from ..datasets.city import World
 from ..lp.bounds import lagrangian_bound
 from ..lp.highs import HighsLP
 from ..pmo.model import mdp_rows, row_sum_rows
-from ..space import haversine_km
+from ..space import haversine_km, neighbor_pairs
 from .messages import ObfuscationRequest
-from .user import geo_ind_path_distance, neighbour_pairs
+from .user import geo_ind_path_distance
 
 if TYPE_CHECKING:
     from .protocol import LRGeoRound
@@ -92,7 +92,7 @@ def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: n
     left or ``max_rounds`` is reached; the bound is valid at every round.
     Returns (bound, number of columns used)."""
     n, K = c_low.shape
-    E, dist = neighbour_pairs(D_NN, gamma)
+    E, dist = neighbor_pairs(gamma, "precomputed", distance_matrix=D_NN)
     use = np.unique(np.asarray(start, dtype=np.int64))
     best = -math.inf
     for _ in range(max_rounds):

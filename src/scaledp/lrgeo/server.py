@@ -36,10 +36,16 @@ from ..lp.bounds import lagrangian_bound
 from ..lp.highs import INF, HighsLP
 from ..lp.outcome import SolverLimitError, relative_gap
 from ..progress import Progress
-from ..space import haversine_km
-from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
+from ..space import haversine_km, neighbor_pairs
+from .messages import (
+    ObfuscationRequest,
+    ObfuscationResponse,
+    ProtocolError,
+    TableRequest,
+    TableResponse,
+)
 from .table import ReferenceTable
-from .user import LRGeoParams, exp_factor, neighbour_pairs
+from .user import LRGeoParams, exp_factor
 
 
 @dataclass
@@ -81,7 +87,11 @@ def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarra
     up = [np.ones(n)]
     r0 = n
     # Geo-Ind rows
-    pairs, dij = neighbour_pairs(req.D_NN, P.gamma)
+    pairs, dij = neighbor_pairs(P.gamma, "precomputed", distance_matrix=req.D_NN)
+    # a pair whose exp(eps d) overflows float64 constrains nothing a float can express: left out
+    # (a relaxation; every user's matrix is certified on all its pairs afterwards)
+    finite = P.epsilon * dij < 700.0
+    pairs, dij = pairs[finite], dij[finite]
     i, j = pairs[:, 0], pairs[:, 1]
     if len(i):
         f = np.exp(P.epsilon * dij)

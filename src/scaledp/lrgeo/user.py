@@ -26,9 +26,19 @@ from ..certify import certify
 from ..datasets.city import World, project_km
 from ..mechanism import Mechanism
 from ..randomness import RNGLike, as_generator
-from ..space import haversine_km
-from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
+from ..space import Geometry, haversine_km
+from .messages import (
+    ObfuscationRequest,
+    ObfuscationResponse,
+    ProtocolError,
+    TableRequest,
+    TableResponse,
+)
 from .table import lookup, travel_pairs
+
+MAX_EXP_FACTOR = 34.0
+"""The largest eps r_obf / 2 accepted: the exponential entries' LP coefficients reach
+exp(eps r_obf / 2), and HiGHS rejects coefficients above 1e15 (e^34.5)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ class LRGeoParams:
                              "contain the user's Geo-Ind neighbours")
         if self.r_exp > self.r_obf:
             raise ValueError(f"r_exp ({self.r_exp}) must be <= r_obf ({self.r_obf})")
+        if self.epsilon * self.r_obf / 2 > MAX_EXP_FACTOR:
+            raise ValueError(f"epsilon x r_obf / 2 = {self.epsilon * self.r_obf / 2:.4g} is too large: the LP "
+                             f"coefficients exp(eps (r_obf - d) / 2) would exceed e^{MAX_EXP_FACTOR:g} (about 6e14), "
+                             "beyond what HiGHS accepts; lower epsilon or r_obf")
 
     @property
     def circle_radius(self) -> float:
@@ -81,14 +95,6 @@ class LRGeoParams:
         return cls(epsilon=eps_cell / cell_km, gamma=math.inf if lrgeo_f else gamma_cells * cell_km,
                    Gamma=Gamma_cells * cell_km, r_obf=r_obf_cells * cell_km, r_exp=r_exp_cells * cell_km,
                    cell=table_cells * cell_km)
-
-
-def neighbour_pairs(D: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (i < j) of a square distance matrix with D[i, j] <= gamma, and their distances."""
-    i, j = np.triu_indices(D.shape[0], 1)
-    d = D[i, j]
-    keep = d <= gamma
-    return np.column_stack([i[keep], j[keep]]), d[keep]
 
 
 def geo_ind_path_distance(world: World, gamma: float, source: int, limit: float) -> np.ndarray:
@@ -161,10 +167,7 @@ class LRGeoUser:
         low = np.full(D_NO.shape, np.nan)
         low[within] = pw * np.maximum(0.0, beta - E)
         self.c_low = low          # kept by the user (Eq. 33), for the lower bound of Theorem 4.7
-        D_NN = self.D_NV[:, self.lr]
-        D_NN = (D_NN + D_NN.T) / 2
-        np.fill_diagonal(D_NN, 0.0)
-        return ObfuscationRequest(user=self.name, D_NN=D_NN, columns=self.obf.copy(), D_NO=D_NO, C_NO=C, p=p)
+        return ObfuscationRequest(user=self.name, D_NN=self.geometry().distance_matrix, columns=self.obf.copy(), D_NO=D_NO, C_NO=C, p=p)
 
     def assemble(self, resp: ObfuscationResponse) -> np.ndarray:
         """The raw (n, K) LR matrix from the server's values (before certification)."""
@@ -196,16 +199,24 @@ class LRGeoUser:
         low[:, self.obf] = sub
         return low
 
+    def geometry(self) -> Geometry:
+        """The LR set's own geometry: its rows' Haversine distances and gamma (what a file of
+        the user's mechanism needs to be audited)."""
+        D = self.D_NV[:, self.lr]
+        D = (D + D.T) / 2
+        np.fill_diagonal(D, 0.0)
+        return Geometry(self.params.gamma, "precomputed", distance_matrix=D)
+
     def lr_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Geo-Ind pairs (row indices) within the LR set and their distances."""
-        return neighbour_pairs(self.D_NV[:, self.lr], self.params.gamma)
+        return self.geometry().pairs()
 
     def mechanism(self, resp: ObfuscationResponse) -> tuple[Mechanism, float]:
         """Certify the LR matrix on its LR pairs (exact audit); returns it and the mixing used."""
         Z = self.assemble(resp)
         E, d = self.lr_pairs()
         Zc, rep = certify(Z, self.params.epsilon, E, d)
-        mech = Mechanism(Zc, self.params.epsilon, E, d, metadata={
+        mech = Mechanism(Zc, self.params.epsilon, E, d, geometry=self.geometry(), metadata={
             "method": "lrgeo", "user": self.name, "lr_set": self.lr.tolist(), "gamma": self.params.gamma,
             "certify_mixing": rep.mixing})
         return mech, rep.mixing

@@ -24,7 +24,7 @@ from ..graph import MDPGraph
 from ..lp.benders import BlockSpec, MasterSpec, benders
 from ..lp.executors import make_runner
 from ..lp.highs import INF
-from ..lp.outcome import SolverLimitError, relative_gap
+from ..lp.outcome import SolverLimitError, relative_gap, round_message
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress
 from ..space import Space
@@ -211,7 +211,7 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
                             n_initial_cuts=n_init, separator=sep)
 
 
-def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int = 25, gap: float = 1e-2,
+def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | None = None, gap: float = 1e-2,
                   max_iterations: int = 1000, time_limit: float | None = None, reduce: bool = True,
                   initial_cuts: str = "subset", envelope_cuts: bool = True, seed: int = 0,
                   executor: str | None = None, workers: int = 1, scheduler: str | None = None,
@@ -222,7 +222,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int = 
 
     Args:
         partition: one of 'kmeans-dv', 'kmeans-rec', 'kmeans-adj', 'bsc', 'metis'.
-        subsets: M, the number of subsets.
+        subsets: M, the number of subsets (default: the paper's 25, or N when there are fewer records).
         gap: stop at this relative gap.
         max_iterations, time_limit: the other stopping rules.
         reduce: drop implied edges before decomposing (exact).
@@ -240,6 +240,8 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int = 
     """
     if executor is None:
         executor = "dask" if scheduler else ("process" if workers > 1 else "serial")
+    if subsets is None:
+        subsets = min(25, space.n_records)
     t_start = time.perf_counter()
     graph = MDPGraph.from_space(space)
     implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
@@ -294,6 +296,8 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int = 
                "certify": t_cert, "total": time.perf_counter() - t_start}
     hist = tuple({k: (v * scale if k in ("lower_bound", "upper_bound", "master_objective") else v)
                   for k, v in h.items()} for h in out.history)
-    return SolveResult(mechanism=mech, method="benders", status=out.status, upper_bound=upper, lower_bound=lower,
-                       gap=relative_gap(upper, lower), iterations=out.iterations, history=hist, timings=timings,
-                       stats=stats)
+    true_gap = relative_gap(upper, lower)
+    status = out.status if out.status != "optimal" or (true_gap is not None and true_gap <= gap) else "gap_limited"
+    return SolveResult(mechanism=mech, method="benders", status=status, upper_bound=upper, lower_bound=lower,
+                       gap=true_gap, iterations=out.iterations, history=hist, timings=timings, stats=stats,
+                       message=round_message(status, true_gap, gap, out.iterations))

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..graph import MDPGraph
 from ..lp.highs import INF, HighsLP, LPSolution
-from ..lp.outcome import SolverLimitError, relative_gap
+from ..lp.outcome import SolverLimitError, fmt_gap, relative_gap
 from ..measures import worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress, report
@@ -41,6 +41,8 @@ class _Run:
     t_solve: float = 0.0
     nnz: int = 0
     status: str = "optimal"
+    used: set[str] = field(default_factory=set)
+    failed: list[str] = field(default_factory=list)
 
     def remaining(self) -> float | None:
         if self.time_limit is None or not math.isfinite(self.time_limit):
@@ -54,6 +56,13 @@ class _Run:
             self.lower += value
 
 
+AUTO_IPM_ROWS = 50_000
+"""``solver='auto'`` takes HiGHS's interior-point method above this many LP rows and dual
+simplex below: dual simplex diverged on grid-500 (K = 100, 374,000 rows; HiGHS "Solve error"
+after 41 s) and did not finish it in 900 s at another epsilon, where IPM took 129-233 s; on
+the 100,000-row demo instance IPM took 14 s and dual simplex 20 s."""
+
+
 def _highs_solve(lp: PMOLP, run: _Run, solver: str) -> LPSolution:
     model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
                     solver=solver, time_limit=run.remaining(), tolerance=run.tolerance)
@@ -61,6 +70,13 @@ def _highs_solve(lp: PMOLP, run: _Run, solver: str) -> LPSolution:
     run.t_solve += sol.seconds
     run.iterations += sol.iterations
     return sol
+
+
+def _solver_order(solver: str, n_rows: int) -> list[str]:
+    """The HiGHS algorithms to try, in order: the chosen one, then the other exact one when it
+    fails numerically (each can fail where the other does not)."""
+    first = ("ipm" if n_rows > AUTO_IPM_ROWS else "simplex") if solver == "auto" else solver
+    return [first] + [s for s in ("simplex", "ipm") if s != first]
 
 
 def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members: np.ndarray, wc: np.ndarray,
@@ -74,17 +90,22 @@ def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members
     lp = assemble_pmo(wc[members] / scale, sub.edges[keep], sub.distance[keep], space.epsilon, run.objective)
     run.t_assemble += time.perf_counter() - t0
     run.nnz += lp.nnz
-    report(say, "component", f"{label}: {len(members)} records, {lp.A.shape[0]} rows, {lp.nnz} non-zeros")
-    sol = _highs_solve(lp, run, run.solver)
-    if sol.status.startswith("error") and run.solver != "simplex":
-        # numerical failure (exp(eps d) spans many orders of magnitude at large eps d):
-        # dual simplex is the most robust HiGHS algorithm, so try it once before giving up
-        report(say, "component", f"{label}: HiGHS {run.solver} failed ({sol.status}); retrying with dual simplex")
-        sol = _highs_solve(lp, run, "simplex")
+    order = _solver_order(run.solver, lp.A.shape[0])
+    for attempt, solver in enumerate(order):
+        report(say, "component", f"{label}: {len(members)} records, {lp.A.shape[0]} rows, {lp.nnz} non-zeros, "
+               f"HiGHS {solver}")
+        sol = _highs_solve(lp, run, solver)
+        if not sol.status.startswith("error"):
+            run.used.add(solver)
+            break
+        run.failed.append(f"{solver} ({sol.status.removeprefix('error: ')}, {sol.seconds:.0f} s)")
+        if attempt + 1 < len(order):
+            report(say, "component", f"{label}: HiGHS {solver} failed ({sol.status}); trying {order[attempt + 1]}")
     if sol.status != "optimal":
         if sol.status.startswith("error"):
-            raise SolverLimitError(f"HiGHS failed ({sol.status}) on a component of {len(members)} records; "
-                                   "a looser tolerance or a smaller epsilon * distance range may help")
+            raise SolverLimitError(f"HiGHS failed on a component of {len(members)} records with every algorithm "
+                                   f"tried ({', '.join(run.failed)}); method 'outputs' solves the same problem "
+                                   "by a decomposition")
         if sol.x is None or not sol.primal_feasible:
             raise SolverLimitError(
                 f"HiGHS stopped with status {sol.status!r} on a component of {len(members)} records "
@@ -105,11 +126,16 @@ def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members
     return sol.x[:m * K].reshape(m, K)
 
 
-def solve_monolithic(space: Space, *, objective: str = "expected", solver: str = "simplex",
-                     time_limit: float | None = None, tolerance: float = 1e-9, reduce: bool = True,
-                     progress: Progress | None = None) -> SolveResult:
+def solve_monolithic(space: Space, *, objective: str = "expected", solver: str = "auto",
+                     time_limit: float | None = None, tolerance: float = 1e-9, gap: float = 1e-6,
+                     reduce: bool = True, progress: Progress | None = None) -> SolveResult:
     """Solve PMO (or OPTMech with ``objective='worst'``) one component at a time; see the
     module docstring. Options are checked by :func:`scaledp.solve`.
+
+    ``solver`` is a HiGHS algorithm or 'auto' (:data:`AUTO_IPM_ROWS`); when it fails
+    numerically the other exact algorithm is tried, and the result says which produced it.
+    The status is 'optimal' only when the certified gap is within ``gap``; a looser
+    ``tolerance`` can leave a larger one ('gap_limited').
 
     Raises:
         SolverLimitError: a component's solve stopped (time limit, solver failure) before it
@@ -140,7 +166,8 @@ def solve_monolithic(space: Space, *, objective: str = "expected", solver: str =
                                       f"component {ci + 1}/{len(comps)}")
     t0 = time.perf_counter()
     name = "optmech" if worst else "lp"
-    mech, cert = Mechanism.certified(space, Z, method=name, objective=objective, solver=solver)
+    mech, cert = Mechanism.certified(space, Z, method=name, objective=objective,
+                                     solver="/".join(sorted(run.used)) or solver)
     t_cert = time.perf_counter() - t0
     if worst:
         upper = worst_case_loss(mech.matrix, space.cost)
@@ -149,6 +176,13 @@ def solve_monolithic(space: Space, *, objective: str = "expected", solver: str =
         upper = float(np.sum(wc * mech.matrix))
         lp_value = float(np.sum(wc * np.clip(Z, 0, None)))
     lb = min(run.lower, upper) if math.isfinite(run.lower) else None   # rounding can only make it a hair high
+    true_gap = relative_gap(upper, lb)
+    status = run.status
+    if status == "optimal" and (true_gap is None or true_gap > gap):
+        status = "gap_limited"
+    used = "/".join(sorted(run.used)) or "none (every component had one record)"
+    message = (f"certified gap {fmt_gap(true_gap)} (requested {gap:g}); HiGHS {used}"
+               + (f", after {'; '.join(run.failed)} failed" if run.failed else ""))
     E_full = int(len(space.neighbor_pairs[0]))
     E_kept = int(np.count_nonzero(~implied))
     extra = N * (2 if worst else 1)
@@ -157,12 +191,12 @@ def solve_monolithic(space: Space, *, objective: str = "expected", solver: str =
         "edges": E_full, "edges_kept": E_kept,
         "constraints_before": 2 * E_full * K + extra, "constraints_after": 2 * E_kept * K + extra,
         "nonzeros": run.nnz, "components": len(comps), "largest_component": int(len(comps[0])) if comps else 0,
-        "singleton_components": n_singletons, "solver": solver,
+        "singleton_components": n_singletons, "solver": used, "solver_failures": list(run.failed),
         "certify_mixing": cert.mixing, "certify_max_violation": cert.max_violation_before,
         "lp_objective": lp_value, "certify_loss_increase": upper - lp_value,
     }
     timings = {"reduce": t_reduce, "assemble": run.t_assemble, "solve": run.t_solve, "certify": t_cert,
                "total": time.perf_counter() - t_start}
-    return SolveResult(mechanism=mech, method=name, status=run.status, upper_bound=upper, lower_bound=lb,
-                       gap=relative_gap(upper, lb), iterations=run.iterations, timings=timings, stats=stats,
-                       objective=objective)
+    return SolveResult(mechanism=mech, method=name, status=status, upper_bound=upper, lower_bound=lb,
+                       gap=true_gap, iterations=run.iterations, timings=timings, stats=stats,
+                       objective=objective, message=message)

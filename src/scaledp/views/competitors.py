@@ -35,8 +35,8 @@ from .. import _validate as V
 from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
-from .sampling import exponential_choice, laplace
 from .ripost import Block, finish_view, ledger_totals, root_block, split_block
+from .sampling import exponential_choice, laplace
 from .tensor import CountTensor
 from .view import BlockView, DenseView
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
 import numpy as np
 
 from .. import _validate as V
@@ -41,6 +42,7 @@ from .budget import BudgetNode, PrivacyBudget
 from .sampling import exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor
 from .view import BlockView
+
 
 @dataclass(frozen=True)
 class DepthSeries:

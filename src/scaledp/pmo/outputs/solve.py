@@ -47,7 +47,7 @@ import numpy as np
 
 from ...certify import CertifyReport, certify
 from ...graph import MDPGraph
-from ...lp.outcome import relative_gap
+from ...lp.outcome import relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
@@ -224,7 +224,7 @@ class _Decomposition:
 
 
 def _result(d: _Decomposition, space: Space, status: str, it: int, history: list[dict[str, Any]],
-            workers: int, t_start: float, t_build: float) -> SolveResult:
+            workers: int, t_start: float, t_build: float, gap: float) -> SolveResult:
     if d.best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
         d.solve_free()
     assert d.best is not None
@@ -233,18 +233,20 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
     lower = min(d.lb * d.scale, upper_bound)
     all_e, all_d = space.neighbor_pairs
     N, K = space.n_records, space.n_outputs
-    mech = Mechanism(Zc, d.eps, all_e, all_d, output_records=space.output_records, cost=space.cost,
-                     prior=space.prior, metadata={"method": "outputs", "eta": space.eta, "instance": space.name,
-                                                  "certify_mixing": cert.mixing})
+    mech = Mechanism(Zc, d.eps, all_e, all_d, geometry=space.geometry, output_records=space.output_records,
+                     cost=space.cost, prior=space.prior,
+                     metadata={"method": "outputs", "eta": space.eta, "instance": space.name,
+                               "certify_mixing": cert.mixing})
     stats = {"n_records": N, "n_outputs": K, "columns": d.master.n_cols, "edges": int(len(all_e)),
              "edges_kept": int(len(d.edges)), "constraints_before": 2 * len(all_e) * K + N,
              "constraints_after": 2 * len(d.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
              "master_fallbacks": d.master.fallbacks + d.free.fallbacks, **d.counts}
     timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
                "certify": d.t["cert"], "total": time.perf_counter() - t_start}
+    true_gap = relative_gap(upper_bound, lower)
     return SolveResult(mechanism=mech, method="outputs", status=status, upper_bound=upper_bound, lower_bound=lower,
-                       gap=relative_gap(upper_bound, lower), iterations=it, history=tuple(history), timings=timings,
-                       stats=stats)
+                       gap=true_gap, iterations=it, history=tuple(history), timings=timings, stats=stats,
+                       message=round_message(status, true_gap, gap, it))
 
 
 def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500, time_limit: float | None = None,
@@ -316,4 +318,4 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                     break
     finally:
         d.pricer.close()
-    return _result(d, space, status, it, history, workers, t_start, t_build)
+    return _result(d, space, status, it, history, workers, t_start, t_build, gap)

@@ -1,0 +1,297 @@
+"""Bad inputs for every subcommand, and what each must produce: an exit status of 1, 2 or 3,
+a message that names the option or file (a substring), no traceback, and no file written.
+
+``python -m tests.bad_inputs [OUT.md]`` runs them all through the real command group and
+writes the table of outcomes (docs/bad-inputs.md is its output).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+G = ["solve", "--dataset", "grid:4x5", "--epsilon", "1", "--eta", "1.5"]   # a valid small instance
+G_OUT = G + ["--outputs", "5"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: the arguments, what the message must mention, the exit status."""
+
+    args: tuple[str, ...]
+    expect: str
+    code: int = 2
+    stdin: str | None = None
+    slow: bool = False
+    note: str = ""
+
+
+def c(args: list[str], expect: str, code: int = 2, **kw) -> Case:
+    return Case(tuple(args), expect, code, **kw)
+
+
+SOLVE = [
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "-1", "--eta", "1"], "epsilon"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "0", "--eta", "1"], "epsilon"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "nan", "--eta", "1"], "epsilon"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "inf", "--eta", "1"], "epsilon"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "abc", "--eta", "1"], "--epsilon"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "1", "--eta", "0"], "eta"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "1", "--eta", "-2"], "eta"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "1", "--eta", "nan"], "eta"),
+    c(["solve", "--dataset", "grid:4x5", "--epsilon", "1"], "--eta"),
+    c(["solve", "--epsilon", "1", "--eta", "1"], "--dataset"),
+    c(["solve", "--dataset", "moon:4", "--epsilon", "1", "--eta", "1"], "dataset"),
+    c(["solve", "--dataset", "grid", "--epsilon", "1", "--eta", "1"], "dataset"),
+    c(["solve", "--dataset", "grid:axb", "--epsilon", "1", "--eta", "1"], "grid:ROWSxCOLS"),
+    c(["solve", "--dataset", "grid:0x5", "--epsilon", "1", "--eta", "1"], "rows"),
+    c(["solve", "--dataset", "grid:1x1", "--epsilon", "1", "--eta", "1"], "two cells"),
+    c(["solve", "--dataset", "gaussian:10", "--epsilon", "1", "--eta", "1"], "gaussian:N:DIM"),
+    c(["solve", "--dataset", "gaussian:ten:2", "--epsilon", "1", "--eta", "1"], "N must be an integer"),
+    c(["solve", "--dataset", "gaussian:1:2", "--epsilon", "1", "--eta", "1"], "n must be"),
+    c(["solve", "--dataset", "gaussian:10:0", "--epsilon", "1", "--eta", "1"], "dim"),
+    c(["solve", "--dataset", "road:a.csv:3", "--epsilon", "1", "--eta", "1"], "road:NODES.csv,EDGES.csv:N"),
+    c(["solve", "--dataset", "road:nofile.csv,nofile2.csv:10", "--epsilon", "1", "--eta", "1"], "not found"),
+    c(["solve", "--dataset", "embedding::5", "--epsilon", "1", "--eta", "1"], "embedding:FILE:N"),
+    c(["solve", "--dataset", "embedding:nofile.npy:5", "--epsilon", "1", "--eta", "1"], "not found"),
+    c(["solve", "--dataset", "grid:100000x100000", "--epsilon", "1", "--eta", "1"], "GB of memory"),
+    c(["solve", "--dataset", "gaussian:2000000:2", "--epsilon", "1", "--eta", "1"], "GB of memory"),
+    c(G + ["--outputs", "50"], "n_outputs"),
+    c(G + ["--outputs", "0"], "n_outputs"),
+    c(G + ["--outputs", "-3"], "n_outputs"),
+    c(["solve", "--dataset", "grid:4x5", "--cell", "0", "--epsilon", "1", "--eta", "1"], "cell"),
+    c(["solve", "--dataset", "grid:4x5", "--cell", "-1", "--epsilon", "1", "--eta", "1"], "cell"),
+    c(["solve", "--dataset", "grid:4x5", "--cell", "nan", "--epsilon", "1", "--eta", "1"], "cell"),
+    c(["solve", "--dataset", "gaussian:10:2", "--epsilon", "1", "--eta", "1", "--cost", "travel"], "travel"),
+    c(["solve", "--dataset", "gaussian:10:2", "--epsilon", "1", "--eta", "1", "--cost", "time"], "--cost"),
+    c(G + ["--method", "foo"], "--method"),
+    c(G + ["--method", "expmech", "--subsets", "5"], "--subsets"),
+    c(G + ["--method", "lp", "--partition", "metis"], "--partition"),
+    c(G + ["--method", "outputs", "--scheduler", "tcp://127.0.0.1:9"], "--scheduler"),
+    c(G + ["--method", "constopt", "--gap", "0.1"], "--gap"),
+    c(G + ["--method", "lp", "--plot", "plots"], "--plot"),
+    c(G + ["--method", "madlib", "--out", "m.npz"], "Monte Carlo"),
+    c(G + ["--tolerance", "nan"], "tolerance"),
+    c(G + ["--tolerance", "0"], "tolerance"),
+    c(G + ["--tolerance", "-1"], "tolerance"),
+    c(G + ["--time-limit", "0"], "time_limit"),
+    c(G + ["--time-limit", "-5"], "time_limit"),
+    c(G + ["--time-limit", "nan"], "time_limit"),
+    c(G + ["--method", "outputs", "--gap", "0"], "gap"),
+    c(G + ["--method", "benders", "--gap", "-1"], "gap"),
+    c(G + ["--method", "lp", "--gap", "nan"], "gap"),
+    c(G + ["--method", "outputs", "--max-iterations", "0"], "max_iterations"),
+    c(G + ["--method", "outputs", "--workers", "0"], "workers"),
+    c(G + ["--method", "benders", "--workers", "-2"], "workers"),
+    c(G + ["--method", "benders", "--subsets", "0"], "subsets"),
+    c(G + ["--method", "benders", "--subsets", "1000"], "subsets"),
+    c(G + ["--method", "constopt", "--r", "0"], "r must be"),
+    c(G + ["--method", "constopt", "--r", "100"], "r must be"),
+    c(G + ["--method", "constopt", "--lambdas", ""], "lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "a,b"], "lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "0.1,-2"], "lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "inf"], "lambdas"),
+    c(G + ["--method", "spanner", "--delta", "0.5"], "delta"),
+    c(G + ["--method", "spanner", "--delta", "nan"], "delta"),
+    c(G + ["--method", "madlib", "--draws", "0"], "draws"),
+    c(G + ["--method", "laplace", "--draws", "-5"], "draws"),
+    c(G + ["--seed", "-1"], "--seed"),
+    c(G + ["--seed", "1.5"], "--seed"),
+    c(G + ["--out", "."], "is a directory"),
+    c(G + ["--out", "/etc/passwd/m.npz"], "not a folder"),
+    c(G + ["--out", ""], "--out"),
+    c(G + ["--method", "benders", "--scheduler", ""], "scheduler"),
+    c(G + ["--objective", "median"], "--objective"),
+    c(G + ["--solver", "magic"], "--solver"),
+    c(G + ["--method", "spanner", "--solver", "auto"], "solver"),
+    c(G + ["--method", "outputs", "--partition", "metis"], "--partition"),
+    c(G + ["--method", "benders", "--scheduler", "tcp://127.0.0.1:9"], "did not answer", slow=True),
+    c(["solve", "--dataset", "grid:20x25", "--outputs", "100", "--epsilon", "2", "--eta", "2", "--cost", "travel",
+       "--method", "benders", "--time-limit", "3"], "Benders", code=1, slow=True,
+      note="a valid instance, a time limit too short for any feasible point"),
+    c(["solve", "--dataset", "grid:20x25", "--outputs", "100", "--epsilon", "2", "--eta", "2", "--cost", "travel",
+       "--time-limit", "1"], "time", code=1, slow=True,
+      note="a valid instance, a time limit too short for any feasible point"),
+]
+
+FILES = [
+    c(["audit", "nofile.npz"], "not found"),
+    c(["audit", "empty.npz"], "empty"),
+    c(["audit", "garbage.npz"], "not a readable"),
+    c(["audit", "truncated.npz"], "truncated.npz"),
+    c(["audit", "nomatrix.npz"], "matrix"),
+    c(["audit", "single.npy"], "single array"),
+    c(["audit", "flat.npz"], "2-D"),
+    c(["audit", "."], "directory"),
+    c(["audit", "naneps.npz"], "epsilon", code=1),
+    c(["audit", "manhattan.npz"], "metric", code=3),
+    c(["audit", "old.npz"], "cannot be checked", code=3),
+    c(["audit", "tampered.npz"], "missing from its stored edges", code=1),
+    c(["audit", "inflated.npz"], "stored edge distances differ", code=1),
+    c(["audit", "negprior.npz"], "prior", code=1),
+    c(["audit", "mech.npz", "--q", "1.5"], "q must"),
+    c(["audit", "mech.npz", "--q", "0"], "q must"),
+    c(["perturb", "nofile.npz"], "not found", stdin="0\n"),
+    c(["perturb", "mech.npz", "--input", "nofile.csv"], "nofile.csv"),
+    c(["perturb", "mech.npz"], "'1.5' is not a record index", stdin="1.5\n"),
+    c(["perturb", "mech.npz"], "'abc' is not a record index", stdin="abc\n"),
+    c(["perturb", "mech.npz"], "'1e20' is not a record index", stdin="1e20\n"),
+    c(["perturb", "mech.npz"], "out of range", stdin="99\n"),
+    c(["perturb", "mech.npz"], "out of range", stdin="-1\n"),
+    c(["perturb", "mech.npz"], "no record indices", stdin=""),
+    c(["perturb", "mech.npz"], "no record indices", stdin="record\n"),
+    c(["perturb", "mech.npz"], "'foo' is not a record index", stdin="foo,bar\n1,2\n"),
+    c(["perturb", "mech.npz", "--seed", "-1"], "--seed", stdin="0\n"),
+    c(["perturb", "mech.npz", "--input", "garbage.npz"], "input line 1"),
+    c(["perturb", "old.npz"], "unverifiable", stdin="0\n"),
+    c(["perturb", "tampered.npz"], "fails its audit", stdin="0\n"),
+    c(["perturb", "empty.npz"], "empty", stdin="0\n"),
+]
+
+COMPARE = [
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--methods", ""], "--methods"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--methods", "foo"], "foo"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--tight-delta", "0"], "tight-delta"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--tight-delta", "1"], "tight-delta"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--q", "0"], "--q"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--methods", "expmech", "--r", "3"],
+      "--r"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1"], "--eta"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--out", "."], "is a directory"),
+]
+
+LRGEO = [
+    c(["lrgeo", "--grid", "6x6", "--epsilon", "-1"], "epsilon"),
+    c(["lrgeo", "--grid", "axb"], "--grid"),
+    c(["lrgeo", "--grid", "1x1"], "two cells"),
+    c(["lrgeo", "--grid", "6x6", "--users", "0"], "users"),
+    c(["lrgeo", "--grid", "6x6", "--users", "100000"], "users"),
+    c(["lrgeo", "--dataset", "helsinki", "--data-dir", "/nonexistent"], "--data-dir"),
+    c(["lrgeo", "--grid", "6x6", "--eta", "0"], "gamma"),
+    c(["lrgeo", "--grid", "6x6", "--lr-radius", "0.0001"], "Gamma"),
+    c(["lrgeo", "--grid", "6x6", "--r-exp", "100"], "r_exp"),
+    c(["lrgeo", "--grid", "6x6", "--table-cell", "0"], "cell"),
+    c(["lrgeo", "--grid", "6x6", "--gap", "0"], "--gap"),
+    c(["lrgeo", "--grid", "6x6", "--baselines", "foo"], "--baselines"),
+    c(["lrgeo", "--grid", "6x6", "--time-limit", "-1"], "--time-limit"),
+    c(["lrgeo", "--grid", "6x6", "--seed", "-3"], "--seed"),
+    c(["lrgeo", "--grid", "6x6", "--out", "."], "is a directory"),
+]
+
+VIEWS = [
+    c(["view", "build", "notable.csv", "--columns", "a", "--out", "v.json"], "notable.csv"),
+    c(["view", "build", "table.csv", "--columns", "", "--out", "v.json"], "--columns"),
+    c(["view", "build", "table.csv", "--columns", "nosuch", "--domains", "domains.json", "--out", "v.json"], "nosuch"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--epsilon", "0", "--out",
+       "v.json"], "epsilon"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--alpha", "1.5", "--out",
+       "v.json"], "alpha"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--k", "5", "--os", "2", "--out",
+       "v.json"], "os"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--out", "."], "is a directory"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "nofile.json", "--out", "v.json"], "nofile.json"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "garbage.npz", "--out", "v.json"], "--domains"),
+    c(["view", "build", "table.csv", "--columns", "a", "--out", "v.json"], "domain"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--seed", "-1", "--out",
+       "v.json"], "--seed"),
+    c(["view", "query", "noview.json", "a=1"], "noview.json"),
+    c(["view", "query", "garbage.npz", "a=1"], "garbage.npz"),
+    c(["view", "compare", "table.csv", "--columns", "a", "--domains", "domains.json", "--methods", "foo"], "foo"),
+    c(["view", "compare", "table.csv", "--columns", "a", "--domains", "domains.json", "--reps", "0"], "reps"),
+    c(["view", "compare", "table.csv", "--columns", "a", "--domains", "domains.json", "--queries", "0"],
+      "--queries"),
+]
+
+CASES = SOLVE + FILES + COMPARE + LRGEO + VIEWS
+
+
+def make_files(d: Path) -> None:
+    """The files the cases refer to, in the folder the cases run in."""
+    from scaledp import build_space, parse_dataset, solve
+
+    sp = build_space(parse_dataset("grid:3x3"), epsilon=1.0, eta=1.5, seed=1)
+    mech = solve(sp).mechanism
+    mech.save(d / "mech.npz")
+    (d / "empty.npz").write_bytes(b"")
+    (d / "garbage.npz").write_bytes(b"\x00\x01 this is not a zip file")
+    raw = (d / "mech.npz").read_bytes()
+    (d / "truncated.npz").write_bytes(raw[: len(raw) // 2])
+    np.savez(d / "nomatrix.npz", epsilon=np.float64(1.0))
+    np.save(d / "single.npy", np.eye(2))
+    np.savez(d / "flat.npz", matrix=np.ones(3), epsilon=np.float64(1.0))
+    with np.load(d / "mech.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    variants = {"naneps": {"epsilon": np.float64(np.nan)}, "manhattan": {"metric": np.array("manhattan")},
+                "tampered": {"edges": np.zeros((0, 2), dtype=np.int64), "edge_distance": np.zeros(0)},
+                "inflated": {"edge_distance": arrays["edge_distance"] * 1000},
+                "negprior": {"prior": -arrays["prior"]}}
+    for name, change in variants.items():
+        np.savez(d / f"{name}.npz", **{**arrays, **change})
+    np.savez(d / "old.npz", matrix=arrays["matrix"], epsilon=arrays["epsilon"], edges=arrays["edges"],
+             edge_distance=arrays["edge_distance"])
+    (d / "table.csv").write_text("a,b\n" + "".join(f"{i % 5},{i % 3}\n" for i in range(60)))
+    (d / "domains.json").write_text(json.dumps({"a": {"values": [0, 1, 2, 3, 4]}, "b": {"values": [0, 1, 2]}}))
+
+
+def run_case(case: Case, d: Path) -> tuple[int, str, list[str]]:
+    """Run one case in folder ``d``: (exit status, output, files it created)."""
+    import os
+
+    from click.testing import CliRunner
+
+    from scaledp.cli import main
+
+    before = {p.name for p in d.iterdir()}
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        res = CliRunner().invoke(main, list(case.args), input=case.stdin)
+    finally:
+        os.chdir(cwd)
+    created = sorted({p.name for p in d.iterdir()} - before)
+    return res.exit_code, res.output, created
+
+
+def judge(case: Case, code: int, output: str, created: list[str]) -> str:
+    """'ok', or what is wrong with the outcome."""
+    if "Traceback" in output:
+        return "traceback"
+    if code != case.code:
+        return f"exit {code}, expected {case.code}"
+    if case.expect.lower() not in output.lower():
+        return f"message does not mention {case.expect!r}"
+    if created:
+        return f"wrote {created}"
+    return "ok"
+
+
+def main(out: str | None = None) -> int:
+    rows, failures = [], 0
+    with tempfile.TemporaryDirectory() as t:
+        d = Path(t)
+        make_files(d)
+        for case in CASES:
+            code, output, created = run_case(case, d)
+            verdict = judge(case, code, output, created)
+            failures += verdict != "ok"
+            msg = " ".join(output.strip().splitlines()[-1:])[:140].replace("|", "/")
+            rows.append(f"| `{' '.join(case.args)[:90]}`{' (stdin ' + repr(case.stdin)[:20] + ')' if case.stdin is not None else ''} "
+                        f"| {code} | {msg} | {verdict} |")
+    text = "\n".join(["# Bad inputs and what scaledp does with them", "",
+                      f"`python -m tests.bad_inputs` ran {len(CASES)} bad inputs through the real command group "
+                      f"({failures} not as expected). Each must exit with 1 (a solver limit), 2 (bad input) or 3 "
+                      "(an unverifiable file), name the option or file, show no traceback and write nothing.", "",
+                      "| command | exit | message (last line) | verdict |", "|---|---|---|---|", *rows]) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main(sys.argv[1] if len(sys.argv) > 1 else None) else 0)

@@ -1,0 +1,33 @@
+"""Ctrl-C during a run with worker processes: exit 130, a one-line message, no partial file,
+no worker left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def test_ctrl_c_during_benders_with_two_workers(tmp_path):
+    out = tmp_path / "m.npz"
+    args = [sys.executable, "-m", "scaledp.cli", "solve", "--dataset", "grid:10x15", "--outputs", "10",
+            "--epsilon", "1", "--eta", "1.5", "--cost", "travel", "--method", "benders", "--subsets", "5",
+            "--gap", "1e-12", "--workers", "2", "--out", str(out)]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(4)
+    os.killpg(p.pid, signal.SIGINT)          # what a terminal's Ctrl-C does: the whole process group
+    _, err = p.communicate(timeout=60)
+    deadline = time.time() + 10
+    left = ["?"]
+    while time.time() < deadline:
+        left = subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True).stdout.split()
+        if not left:
+            break
+        time.sleep(0.5)
+    text = err.decode()
+    assert p.returncode == 130, text
+    assert "interrupted" in text and "Traceback" not in text
+    assert not out.exists() and not list(tmp_path.iterdir())
+    assert left == []
