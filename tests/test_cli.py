@@ -242,3 +242,18 @@ def test_the_independent_audit_catches_what_the_old_float_check_missed(tmp_path)
     assert independent_audit(p) == (False, 2)
     res = CliRunner().invoke(main, ["audit", str(p), "--json"])
     assert res.exit_code == 1 and json.loads(res.stdout)["verify"]["violations"] == 2
+
+
+@pytest.mark.parametrize("method", ["lp", "outputs"])
+def test_the_seed_is_drawn_recorded_and_the_written_path_reported(tmp_path, method):
+    out = tmp_path / "noext"
+    res = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "1", "--eta", "1",
+                                    "--method", method, "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert s["out"] == str(tmp_path / "noext.npz") and (tmp_path / "noext.npz").exists() and not out.exists()
+    with np.load(s["out"]) as f:
+        assert json.loads(str(f["metadata"]))["seed"] == s["seed"]
+    again = CliRunner().invoke(main, ["solve", "--dataset", "gaussian:12:2", "--epsilon", "1", "--eta", "1",
+                                      "--method", method, "--seed", str(s["seed"]), "--json"])
+    assert json.loads(again.stdout)["expected_loss"] == pytest.approx(s["expected_loss"], rel=1e-9)   # the same instance

@@ -16,7 +16,8 @@ def test_ctrl_c_during_benders_with_two_workers(tmp_path):
             "--epsilon", "1", "--eta", "1.5", "--cost", "travel", "--method", "benders", "--subsets", "5",
             "--gap", "1e-12", "--workers", "2", "--out", str(out)]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(4)
+    first = p.stderr.readline()               # the first progress line (after 5 s): the workers run
+    assert b"round" in first, first
     os.killpg(p.pid, signal.SIGINT)          # what a terminal's Ctrl-C does: the whole process group
     _, err = p.communicate(timeout=60)
     deadline = time.time() + 10

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from . import _validate as V
 from .family.additive import solve_additive
 from .family.constopt import constopt_mechanism
@@ -184,6 +186,17 @@ def estimate_bytes(space: Space, method: str) -> float:
     return matrices
 
 
+def _check_range(space: Space) -> None:
+    """Refuse an epsilon whose product with a protected distance overflows float64: no matrix
+    can be checked against a bound of exp(inf)."""
+    _, d = space.neighbor_pairs
+    with np.errstate(over="ignore"):
+        top = space.epsilon * float(d.max()) if len(d) else 0.0
+    if not np.isfinite(top):
+        raise ValueError(f"epsilon = {space.epsilon:g} times the distance of a protected pair overflows float64; "
+                         "no bound exp(epsilon x distance) can be checked: use a smaller epsilon (or other units)")
+
+
 def _warnings(space: Space) -> list[str]:
     _, d = space.neighbor_pairs
     if len(d) == 0:
@@ -227,6 +240,7 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
     if not isinstance(space, Space):
         raise TypeError(f"space must be a scaledp.Space, got {type(space).__name__}")
     checked = check_options(method, options, space)
+    _check_range(space)
     m = METHODS[method]
     V.fits_in_memory(f"method {method!r} on {space.n_records:,} records x {space.n_outputs:,} outputs "
                      f"({len(space.neighbor_pairs[0]):,} protected pairs)", estimate_bytes(space, method))

@@ -348,7 +348,7 @@ class _Sweep:
         return sol, model, warm
 
 
-def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
                        solver: str = "auto", time_limit: float | None = None, tolerance: float = 1e-9,
                        progress: Progress | None = None) -> SolveResult:
     """ConstOPTMech (Algorithm 1) with replacement function I_NN,r, swept over ``lambdas``;
@@ -356,7 +356,8 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
     :func:`scaledp.solve`.
 
     Args:
-        r: nearest neighbours left free per record, 1 <= r < K.
+        r: nearest neighbours left free per record, 1 <= r < K (default 10, or K - 1 when
+            there are fewer outputs).
         lambdas: penalties for rows summing above 1 (non-negative, at least one).
         solver, tolerance: HiGHS settings for the first LP of the sweep. 'auto' picks dual
             simplex up to 8,000 variables (n = 400, r = 10 is 4,401: 6 s against IPM's 8 s; on
@@ -372,6 +373,8 @@ def constopt_mechanism(space: Space, *, r: int = 10, lambdas: Sequence[float] = 
         not optimal); ``stats['sweep']`` lists every lambda's loss and LP size.
     """
     K = space.n_outputs
+    if r is None:
+        r = max(1, min(10, K - 1))
     if solver == "auto":
         solver = "simplex" if space.n_records * r + K + 1 <= 8000 else "ipm"
     t_start = time.perf_counter()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
-from typing import Any, Sequence
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -43,9 +45,24 @@ class BlockGroup:
         return [self.solvers[i].solve(y, th) for i, (y, th) in payload.items()]
 
 
+@contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Start processes with SIGINT ignored (an ignored signal stays ignored across their exec):
+    Ctrl-C reaches the whole process group, and the parent alone must handle it and close the
+    workers, also while they are still importing. The parent ignores it only for the few
+    milliseconds of the fork and exec calls."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _worker(conn: Any, items: list[tuple[int, BlockSpec]], tolerance: float) -> None:
-    # Ctrl-C reaches the whole process group: the parent alone handles it and closes the workers
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C (see _children_ignore_sigint)
     group = BlockGroup(items, tolerance)
     conn.send("ready")
     while True:
@@ -68,12 +85,13 @@ class ProcessRunner:
         ctx = mp.get_context("spawn")
         self.procs = []
         self.conns = []
-        for g in self.groups:
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=_worker, args=(child, [(i, self.blocks[i]) for i in g], tolerance), daemon=True)
-            p.start()
-            self.procs.append(p)
-            self.conns.append(parent)
+        with _children_ignore_sigint():
+            for g in self.groups:
+                parent, child = ctx.Pipe()
+                p = ctx.Process(target=_worker, args=(child, [(i, self.blocks[i]) for i in g], tolerance), daemon=True)
+                p.start()
+                self.procs.append(p)
+                self.conns.append(parent)
         for c in self.conns:
             if c.recv() != "ready":
                 raise RuntimeError("a worker process failed to start")

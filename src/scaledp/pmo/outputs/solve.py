@@ -51,6 +51,7 @@ from ...lp.outcome import relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
+from ..model import MAX_LOG_RATIO
 from ..upper import mdp_envelope, rebalance_rows, repair_rows
 from .master import ColumnMaster, new_columns
 from .pricing import Pricer, cone_rows
@@ -104,7 +105,10 @@ class _Decomposition:
         self.C = wc / self.scale
         graph = MDPGraph.from_space(space)
         implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
-        self.edges, self.dist = graph.edges[~implied], graph.distance[~implied]
+        # rows with a ratio beyond exp(MAX_LOG_RATIO) are left out of the cone, as in the monolithic
+        # LP: a relaxation (the bound stays valid), and certification covers every pair
+        keep = ~implied & (self.eps * graph.distance <= MAX_LOG_RATIO)
+        self.edges, self.dist = graph.edges[keep], graph.distance[keep]
         A = cone_rows(N, self.edges, self.dist, self.eps)
         tents = np.exp(-self.eps * graph.path_distances())  # column a: exp(-eps D(., a)), 0 off a's component
         # lambda_i = min_k c[i,k]: a valid start, with bound sum_i min_k c[i,k]
@@ -235,7 +239,7 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
     N, K = space.n_records, space.n_outputs
     mech = Mechanism(Zc, d.eps, all_e, all_d, geometry=space.geometry, output_records=space.output_records,
                      cost=space.cost, prior=space.prior,
-                     metadata={"method": "outputs", "eta": space.eta, "instance": space.name,
+                     metadata={"method": "outputs", "eta": space.eta, "instance": space.name, "seed": space.seed,
                                "certify_mixing": cert.mixing})
     stats = {"n_records": N, "n_outputs": K, "columns": d.master.n_cols, "edges": int(len(all_e)),
              "edges_kept": int(len(d.edges)), "constraints_before": 2 * len(all_e) * K + N,
