@@ -11,12 +11,7 @@ from scaledp.family.constopt import weighted_exponential_mechanism
 from scaledp.mechanism import UnverifiedMechanismError
 
 from .conftest import small_spaces
-from .mechanism_checks import (
-    check_exact_mdp,
-    check_probabilities,
-    check_sampling,
-    check_save_load,
-)
+from .mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
 SPACES = small_spaces()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import time
 
-
 from scaledp import MDPGraph
 from scaledp.experiments import instances
 from scaledp.pmo.partition import PARTITIONERS, partition

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 
-
 from scaledp import METHODS, solve
 from scaledp.experiments.compare import baseline_rows, compare_row
 from scaledp.experiments.instances import uai

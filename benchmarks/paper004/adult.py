@@ -144,8 +144,8 @@ def figure15(a, df, doms):
 
 
 def figure3(a, df, doms):
-    from scaledp.views import build_view
     from scaledp.experiments.views import share_converged_with_error
+    from scaledp.views import build_view
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
     rng = np.random.default_rng(a.seed)
@@ -167,8 +167,8 @@ def figure3(a, df, doms):
 def decomposition(a, df, doms):
     """Where each method's error comes from: the RMSE of the view with exact leaf sums (the
     aggregation error alone) and of the leaf noise alone."""
-    from scaledp.views import Workload, build_view, rmse, true_answers
     from scaledp.experiments.views import leaf_truth
+    from scaledp.views import Workload, build_view, rmse, true_answers
     from scaledp.views.view import answer_boxes
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 
 @contextmanager
@@ -23,3 +24,10 @@ def atomic_target(path: str | Path, suffix: str) -> Iterator[str]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically (numbers numpy gives are written as floats)."""
+    with atomic_target(path, ".json") as tmp:
+        Path(tmp).write_text(json.dumps(obj, default=float))
+    return Path(path)

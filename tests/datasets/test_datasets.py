@@ -6,14 +6,7 @@ import numpy as np
 import pytest
 
 from scaledp import build_space, parse_dataset, solve
-from scaledp.datasets import (
-    clustered_vocabulary,
-    embeddings,
-    grid,
-    read_word2vec_bin,
-    road_network,
-    travel_cost,
-)
+from scaledp.datasets import clustered_vocabulary, embeddings, grid, read_word2vec_bin, road_network, travel_cost
 from scaledp.space import haversine_km
 
 from ..conftest import shared_file

@@ -9,11 +9,7 @@ import pytest
 from scipy.stats import gamma, kstest
 
 from scaledp.datasets import build_space, gaussian
-from scaledp.family.additive import (
-    NoiseMechanism,
-    estimate_noise_mechanism,
-    laplace_noise,
-)
+from scaledp.family.additive import NoiseMechanism, estimate_noise_mechanism, laplace_noise
 
 
 @pytest.mark.parametrize("rng", [None, 5])

@@ -16,24 +16,13 @@ from scaledp.cli import main
 from scaledp.datasets.city import grid_city, helsinki
 from scaledp.experiments.lrgeo import world_space
 from scaledp.lrgeo.measures import measure_round, relaxed_lower_bound, violations
-from scaledp.lrgeo.messages import (
-    ObfuscationRequest,
-    ObfuscationResponse,
-    ProtocolError,
-    TableRequest,
-    TableResponse,
-)
+from scaledp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from scaledp.lrgeo.protocol import run_round
 from scaledp.lrgeo.server import LRGeoServer
 from scaledp.lrgeo.table import build_table
 from scaledp.lrgeo.user import LRGeoParams, LRGeoUser
 
-from ..mechanism_checks import (
-    check_exact_mdp,
-    check_probabilities,
-    check_sampling,
-    check_save_load,
-)
+from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
 HELSINKI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "helsinki"
 

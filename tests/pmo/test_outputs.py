@@ -11,12 +11,7 @@ from scaledp.graph import MDPGraph
 from scaledp.pmo.outputs.pricing import Pricer, cone_rows
 from scaledp.pmo.outputs.solve import solve_outputs
 
-from ..mechanism_checks import (
-    check_exact_mdp,
-    check_probabilities,
-    check_sampling,
-    check_save_load,
-)
+from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
 
 @pytest.fixture(scope="module", params=["grid-travel", "gauss-disconnected"])

@@ -11,13 +11,7 @@ from hypothesis import strategies as st
 from scipy.stats import kstest
 from scipy.stats import laplace as laplace_dist
 
-from scaledp.views import (
-    BudgetExceeded,
-    PrivacyBudget,
-    exponential_choice,
-    laplace,
-    laplace_release,
-)
+from scaledp.views import BudgetExceeded, PrivacyBudget, exponential_choice, laplace, laplace_release
 
 
 def test_sequential_on_a_path_parallel_across_siblings():

@@ -11,19 +11,8 @@ import numpy as np
 from rich.table import Table
 
 from .. import _validate as V
-from .._io import atomic_target
-from .common import (
-    Live,
-    alias_value,
-    check_output_path,
-    deprecated,
-    err,
-    fmt,
-    friendly_errors,
-    main,
-    out,
-    resolve_seed,
-)
+from .._io import write_json
+from .common import Live, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed
 
 
 def _world(dataset: str, grid: str, data_dir: str | None):
@@ -120,8 +109,7 @@ def lrgeo(ctx: click.Context, dataset: str, grid: str, data_dir: str | None, use
         rep["params"] = {"epsilon": P.epsilon, "eta": P.gamma, "lr_radius": P.Gamma, "r_obf": P.r_obf,
                          "r_exp": P.r_exp, "table_cell": P.cell}
         if target is not None:
-            with atomic_target(target, ".json") as tmp:
-                Path(tmp).write_text(json.dumps(rep, default=float))
+            write_json(target, rep)
     if as_json:
         click.echo(json.dumps(rep, default=float))
         return

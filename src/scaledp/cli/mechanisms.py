@@ -12,23 +12,14 @@ import numpy as np
 from rich.table import Table
 
 from .. import _validate as V
-from .._io import atomic_target
+from .._io import write_json
 from ..audit import audit_file
 from ..datasets import build_space, parse_dataset
 from ..measures import quantile_loss, uniform_loss
 from ..mechanism import Mechanism, SolveResult
 from ..solve import METHODS
 from ..solve import solve as solve_space
-from .common import (
-    Live,
-    check_output_path,
-    err,
-    fmt,
-    friendly_errors,
-    main,
-    out,
-    resolve_seed,
-)
+from .common import Live, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
 
 #: the command-line options that are options of the method (the others describe the instance
 #: or the output), with the name the method knows them by
@@ -252,8 +243,7 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
             rows.append(compare_row(space, res, q=q, delta=tight_delta, distance=D).as_dict())
         report = {"instance": space.describe(), "seed": seed, "rows": rows, **baseline_rows(space, q)}
         if target is not None:
-            with atomic_target(target, ".json") as tmp:
-                Path(tmp).write_text(json.dumps(report, default=float))
+            write_json(target, report)
     if as_json:
         click.echo(json.dumps(report, default=float))
         return

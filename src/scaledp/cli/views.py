@@ -11,17 +11,8 @@ import click
 from rich.table import Table
 
 from .. import _validate as V
-from .._io import atomic_target
-from .common import (
-    Live,
-    check_output_path,
-    err,
-    fmt,
-    friendly_errors,
-    main,
-    out,
-    resolve_seed,
-)
+from .._io import write_json
+from .common import Live, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
 
 
 @main.group()
@@ -179,8 +170,7 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
         report = {"columns": list(tensor.columns), "epsilon": epsilon, "seed": seed,
                   "rows": [r.as_dict() for r in rows], "skipped": skipped}
         if target is not None:
-            with atomic_target(target, ".json") as tmp:
-                Path(tmp).write_text(json.dumps(report))
+            write_json(target, report)
     if as_json:
         click.echo(json.dumps(report))
         return

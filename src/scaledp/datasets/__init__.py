@@ -1,12 +1,7 @@
 """Dataset generators and loaders, and :func:`build_space` that turns one into a problem."""
 
 from .base import Dataset, build_space, travel_cost
-from .embeddings import (
-    clustered_embeddings,
-    clustered_vocabulary,
-    embeddings,
-    read_word2vec_bin,
-)
+from .embeddings import clustered_embeddings, clustered_vocabulary, embeddings, read_word2vec_bin
 from .generators import gaussian, grid, latlon, planar
 from .road import RoadNetwork, load_road_network, road_network
 from .spec import parse_dataset

@@ -9,14 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measures import (
-    epsilon_tight,
-    expected_loss,
-    packing_lower_bound,
-    quantile_loss,
-    uniform_loss,
-    worst_case_loss,
-)
+from ..measures import epsilon_tight, expected_loss, packing_lower_bound, quantile_loss, uniform_loss, worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..space import Space
 

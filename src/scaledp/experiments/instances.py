@@ -34,15 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import (
-    build_space,
-    clustered_embeddings,
-    embeddings,
-    gaussian,
-    grid,
-    planar,
-    road_network,
-)
+from ..datasets import build_space, clustered_embeddings, embeddings, gaussian, grid, planar, road_network
 from ..space import EARTH_RADIUS_KM, Space
 
 SEED = 1

@@ -37,13 +37,7 @@ from ..lp.highs import INF, HighsLP
 from ..lp.outcome import SolverLimitError, relative_gap
 from ..progress import Progress
 from ..space import haversine_km, neighbor_pairs
-from .messages import (
-    ObfuscationRequest,
-    ObfuscationResponse,
-    ProtocolError,
-    TableRequest,
-    TableResponse,
-)
+from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import ReferenceTable
 from .user import LRGeoParams, exp_factor
 

@@ -27,13 +27,7 @@ from ..datasets.city import World, project_km
 from ..mechanism import Mechanism
 from ..randomness import RNGLike, as_generator
 from ..space import Geometry, haversine_km
-from .messages import (
-    ObfuscationRequest,
-    ObfuscationResponse,
-    ProtocolError,
-    TableRequest,
-    TableResponse,
-)
+from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import lookup, travel_pairs
 
 MAX_EXP_FACTOR = 34.0

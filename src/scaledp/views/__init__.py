@@ -11,13 +11,7 @@ from .budget import BudgetExceeded, BudgetNode, PrivacyBudget
 from .build import METHODS, build_view
 from .competitors import hdpview, identity, privtree
 from .ripost import DepthSeries, ripost
-from .sampling import (
-           BACKEND,
-           exponential_choice,
-           laplace,
-           laplace_release,
-           laplace_release_many,
-)
+from .sampling import BACKEND, exponential_choice, laplace, laplace_release, laplace_release_many
 from .tensor import CountTensor, DataDerivedDomainWarning, Domain, read_table
 from .view import BlockView, DenseView, Workload, rmse, true_answers
 
