@@ -145,7 +145,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("benders", solve_benders,
            {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag,
             "partition": _choice(*PARTITIONERS), "subsets": _subsets, "initial_cuts": _choice(*INITIAL_CUTS),
-            "envelope_cuts": _flag, "seed": _seed, "executor": _choice(*EXECUTORS), "workers": _count,
+            "variant": _choice("paper", "improved"), "seed": _seed, "executor": _choice(*EXECUTORS), "workers": _count,
             "scheduler": _address, "runner_factory": _callable},
            "Benders decomposition over a partition of the records (paper 000, section 3)"),
     Method("expmech", exponential_mechanism, {}, "exponential mechanism (paper 000 Eq. 47)",

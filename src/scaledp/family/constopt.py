@@ -290,7 +290,7 @@ def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: 
         order.extend(new.tolist())
         model.use_dual_simplex()
         if time_limit is not None:
-            model.set_option("time_limit", max(1e-3, time_limit - (time.perf_counter() - t0)))
+            model.set_time_limit(time_limit - (time.perf_counter() - t0))
         model.add_rows(A3[new], lp.row_lower[k2 + new], lp.row_upper[k2 + new])
         sol = model.solve()
     return sol, model, order

@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -41,8 +42,13 @@ class BlockGroup:
     def __init__(self, items: list[tuple[int, BlockSpec]], tolerance: float) -> None:
         self.solvers = {i: BlockSolver(i, spec, tolerance) for i, spec in items}
 
-    def solve(self, payload: dict[int, tuple[np.ndarray, float]]) -> list[BlockResult]:
-        return [self.solvers[i].solve(y, th) for i, (y, th) in payload.items()]
+    def solve(self, payload: dict[int, tuple[np.ndarray, float]], time_limit: float | None = None) -> list[BlockResult]:
+        deadline = None if time_limit is None else time.perf_counter() + time_limit
+        out = []
+        for i, (y, th) in payload.items():
+            left = None if deadline is None else max(1e-3, deadline - time.perf_counter())
+            out.append(self.solvers[i].solve(y, th, left))
+        return out
 
 
 @contextmanager
@@ -70,7 +76,7 @@ def _worker(conn: Any, items: list[tuple[int, BlockSpec]], tolerance: float) -> 
         if msg is None:
             break
         try:
-            conn.send(group.solve(msg))
+            conn.send(group.solve(*msg))
         except Exception as exc:  # report, do not hang the master
             conn.send(exc)
     conn.close()
@@ -96,9 +102,9 @@ class ProcessRunner:
             if c.recv() != "ready":
                 raise RuntimeError("a worker process failed to start")
 
-    def solve_all(self, y: np.ndarray, theta: np.ndarray) -> list[BlockResult]:
+    def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
         for c, g in zip(self.conns, self.groups):
-            c.send({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g})
+            c.send(({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit))
         out: list[BlockResult] = []
         for c in self.conns:
             res = c.recv()
@@ -144,8 +150,8 @@ class DaskRunner:
                    for g in self.groups]
         self.actors = [f.result() for f in futures]
 
-    def solve_all(self, y: np.ndarray, theta: np.ndarray) -> list[BlockResult]:
-        futs = [a.solve({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g})
+    def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        futs = [a.solve({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit)
                 for a, g in zip(self.actors, self.groups)]
         out: list[BlockResult] = []
         for f in futs:

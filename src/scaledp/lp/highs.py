@@ -9,6 +9,7 @@ engine needs.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -87,7 +88,7 @@ class LPSolution:
         return self.status == "optimal"
 
 
-def _configure(h: highspy.Highs, *, solver: str, time_limit: float | None, tolerance: float,
+def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
                presolve: bool, log: bool) -> None:
     V.choice("solver", solver, SOLVERS)
     h.setOptionValue("output_flag", bool(log))
@@ -106,8 +107,6 @@ def _configure(h: highspy.Highs, *, solver: str, time_limit: float | None, toler
         h.setOptionValue("ipm_optimality_tolerance", max(float(tolerance), 1e-12))
     if solver == "pdlp":
         h.setOptionValue("pdlp_optimality_tolerance", max(float(tolerance), 1e-10))
-    if time_limit is not None:
-        h.setOptionValue("time_limit", V.positive_float("time_limit", time_limit, allow_inf=True))
 
 
 class HighsLP:
@@ -116,7 +115,8 @@ class HighsLP:
     Args:
         c, A, row_lower, row_upper, col_lower, col_upper: the LP (``A`` any scipy.sparse).
         solver: 'simplex' (dual simplex), 'ipm' (interior point with crossover) or 'pdlp'.
-        time_limit: seconds per solve, or None.
+        time_limit: seconds per solve (of wall-clock time: HiGHS's own limit counts the time of
+            every run of a model, so it is set afresh before each one), or None.
         tolerance: primal and dual feasibility tolerance (HiGHS accepts down to 1e-10).
         presolve: HiGHS presolve; switch off where dual rays of infeasible models are needed.
 
@@ -131,7 +131,8 @@ class HighsLP:
                  time_limit: float | None = None, tolerance: float = 1e-9, presolve: bool = True,
                  log: bool = False) -> None:
         self.h = highspy.Highs()
-        _configure(self.h, solver=solver, time_limit=time_limit, tolerance=tolerance,
+        self.time_limit = None if time_limit is None else V.positive_float("time_limit", time_limit, allow_inf=True)
+        _configure(self.h, solver=solver, tolerance=tolerance,
                    presolve=presolve, log=log)
         A = sp.csr_matrix(A)
         A.sort_indices()
@@ -208,7 +209,14 @@ class HighsLP:
         return self.h.setBasis(basis) != highspy.HighsStatus.kError
 
     # --------------------------------------------------------------- solve
+    def set_time_limit(self, seconds: float | None) -> None:
+        """Limit each following solve to ``seconds`` of wall-clock time (None: no limit)."""
+        self.time_limit = None if seconds is None else max(1e-3, float(seconds))
+
     def solve(self) -> LPSolution:
+        limit = INF if self.time_limit is None or not math.isfinite(self.time_limit) else \
+            self.h.getRunTime() + self.time_limit     # HiGHS's clock runs across every run of the model
+        self.h.setOptionValue("time_limit", float(limit))
         t0 = time.perf_counter()
         self.h.run()
         seconds = time.perf_counter() - t0

@@ -15,21 +15,23 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..graph import MDPGraph
-from ..lp.benders import BlockSpec, MasterSpec, benders
+from ..certify import certify
+from ..lp.benders import BlockResult, BlockSpec, MasterSpec, benders
 from ..lp.executors import make_runner
 from ..lp.highs import INF
 from ..lp.outcome import SolverLimitError, relative_gap, round_message
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress
 from ..space import Space
-from .model import mdp_rows, row_sum_rows
+from .model import MAX_LOG_RATIO, mdp_rows, row_sum_rows
 from .partition import Partition
+from .upper import mdp_lift
 from .partition import partition as partition_records
 
 INITIAL_CUTS = ("subset", "none")
@@ -105,9 +107,78 @@ class PMODecomposition:
     separator: EnvelopeSeparator | None = None
 
 
+def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: int, N: int, ypos: np.ndarray,
+           wc: np.ndarray, elastic: float | None) -> BlockSpec:
+    """The subproblem of the internal records ``X``: their mDP rows among themselves and with
+    the boundary records they neighbour (right-hand sides from the master's y), and their row
+    sums. With ``elastic = M`` the rows that involve y (its mDP rows with the boundary records)
+    and the row sums get a slack in [0, 1] at price M per unit, so every y has a solution (x = 0
+    with full slack): a relaxation, so its cuts stay valid for the original problem, and its
+    solutions are feasible when their slack is 0. It also bounds the duals of the coupling
+    rows by M, hence the cuts' coefficients by M exp(eps d): without it, at eps d = 14 they
+    reached 1e23-1e29 and HiGHS could not take them."""
+    xpos = np.full(N, -1, dtype=np.int64)
+    xpos[X] = np.arange(len(X))
+    in_a, in_b = xpos[edges[:, 0]] >= 0, xpos[edges[:, 1]] >= 0
+    inner = in_a & in_b
+    W_parts = [mdp_rows(len(X), K, xpos[edges[inner]], dist[inner], eps)]
+    T_parts: list[sp.csr_matrix] = []
+    lo_parts = [np.full(W_parts[0].shape[0], -INF)]
+    up_parts = [np.zeros(W_parts[0].shape[0])]
+    cross = in_a ^ in_b  # internal records only neighbour records of their own subset
+    ce, cd = edges[cross], dist[cross]
+    a_int = np.where(xpos[ce[:, 0]] >= 0, ce[:, 0], ce[:, 1])
+    b_bnd = np.where(xpos[ce[:, 0]] >= 0, ce[:, 1], ce[:, 0])
+    coup_rec = np.unique(b_bnd)
+    cpos = np.full(N, -1, dtype=np.int64)
+    cpos[coup_rec] = np.arange(len(coup_rec))
+    nC, E = len(coup_rec), len(ce)
+    if E:
+        f = np.exp(eps * cd)
+        k = np.arange(K)
+        # rows (e, dir, k): dir 0: x_ak - f y_bk <= 0 ; dir 1: y_bk - f x_ak <= 0
+        r = np.arange(2 * E * K).reshape(E, 2, K)
+        xcol = (xpos[a_int][:, None] * K + k[None, :])
+        ycol = (cpos[b_bnd][:, None] * K + k[None, :])
+        wv = np.stack([np.ones((E, K)), -np.broadcast_to(f[:, None], (E, K))], axis=1)
+        tv = np.stack([-np.broadcast_to(f[:, None], (E, K)), np.ones((E, K))], axis=1)
+        W_parts.append(sp.csr_matrix((wv.reshape(-1), (r.reshape(-1), np.repeat(xcol[:, None, :], 2, axis=1).reshape(-1))),
+                                     shape=(2 * E * K, len(X) * K)))
+        T_parts.append(sp.csr_matrix((tv.reshape(-1), (r.reshape(-1), np.repeat(ycol[:, None, :], 2, axis=1).reshape(-1))),
+                                     shape=(2 * E * K, nC * K)))
+        lo_parts.append(np.full(2 * E * K, -INF))
+        up_parts.append(np.zeros(2 * E * K))
+    W_parts.append(row_sum_rows(len(X), K))
+    lo_parts.append(np.ones(len(X)))
+    up_parts.append(np.ones(len(X)))
+    W = sp.vstack(W_parts, format="csr")
+    n_before = W_parts[0].shape[0]
+    T = sp.vstack([sp.csr_matrix((n_before, nC * K))] + T_parts + [sp.csr_matrix((len(X), nC * K))], format="csr")
+    coupling = (ypos[coup_rec][:, None] * K + np.arange(K)[None, :]).reshape(-1).astype(np.int64)
+    c = wc[X].reshape(-1)
+    nx = len(X) * K
+    if elastic is None:
+        return BlockSpec(c=c, W=W, lo=np.concatenate(lo_parts), up=np.concatenate(up_parts), T=T, coupling=coupling,
+                         x_lo=np.zeros(nx), x_up=np.ones(nx))
+    # slack columns: -1 on each cross row (... - s <= 0), +1 on each row sum (sum x + s = 1)
+    cross_rows = n_before + np.arange(2 * E * K)
+    sums = W.shape[0] - len(X) + np.arange(len(X))
+    ns = len(cross_rows) + len(sums)
+    Sl = sp.csr_matrix((np.r_[-np.ones(len(cross_rows)), np.ones(len(sums))],
+                        (np.r_[cross_rows, sums], np.arange(ns))), shape=(W.shape[0], ns))
+    # every internal row sums to 1 (or pays M for what it lacks): its cost is at least its
+    # cheapest output's, or M, whatever y is
+    floor = float(np.minimum(wc[X].min(axis=1), float(elastic)).sum())
+    return BlockSpec(c=np.r_[c, np.full(ns, float(elastic))], W=sp.hstack([W, Sl], format="csr"),
+                     lo=np.concatenate(lo_parts), up=np.concatenate(up_parts), T=T, coupling=coupling,
+                     x_lo=np.zeros(nx + ns), x_up=np.ones(nx + ns), n_slack=ns, value_lo=floor)
+
+
 def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray, *, scale: float,
-              initial_cuts: str = "subset", graph: MDPGraph | None = None) -> PMODecomposition:
-    """Build the master and the blocks for the LP restricted to the constraints ``edges``."""
+              initial_cuts: str = "subset", graph: MDPGraph | None = None,
+              elastic: float | None = None) -> PMODecomposition:
+    """Build the master and the blocks for the LP restricted to the constraints ``edges``
+    (with ``elastic``, blocks with slack: see :func:`_block`)."""
     N, K = space.n_records, space.n_outputs
     eps = space.epsilon
     wc = space.weighted_cost / scale
@@ -132,7 +203,8 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
         adj |= adj.T
         same = lab[boundary][:, None] == lab[boundary][None, :]
         iu, ju = np.triu_indices(nY, 1)
-        sel = same[iu, ju] & ~adj[iu, ju] & np.isfinite(D[iu, ju])
+        # (a pair beyond exp(MAX_LOG_RATIO) would only put a near-vacuous, badly scaled row in the master)
+        sel = same[iu, ju] & ~adj[iu, ju] & (eps * D[iu, ju] <= MAX_LOG_RATIO)
         pairs = np.column_stack([iu[sel], ju[sel]])
         if len(pairs):
             P = mdp_rows(nY, K, pairs, D[iu[sel], ju[sel]], eps)
@@ -152,57 +224,14 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
         X = np.flatnonzero((lab == l) & ~bmask)
         if len(X) == 0:
             continue  # a subset with no internal records has no subproblem
-        xpos = np.full(N, -1, dtype=np.int64)
-        xpos[X] = np.arange(len(X))
-        in_a, in_b = xpos[edges[:, 0]] >= 0, xpos[edges[:, 1]] >= 0
-        inner = in_a & in_b
-        W_parts = [mdp_rows(len(X), K, xpos[edges[inner]], dist[inner], eps)]
-        T_parts: list[sp.csr_matrix] = []
-        lo_parts = [np.full(W_parts[0].shape[0], -INF)]
-        up_parts = [np.zeros(W_parts[0].shape[0])]
-        cross = in_a ^ in_b  # internal records only neighbour records of their own subset
-        ce = edges[cross]
-        cd = dist[cross]
-        a_int = np.where(xpos[ce[:, 0]] >= 0, ce[:, 0], ce[:, 1])
-        b_bnd = np.where(xpos[ce[:, 0]] >= 0, ce[:, 1], ce[:, 0])
-        coup_rec = np.unique(b_bnd)
-        cpos = np.full(N, -1, dtype=np.int64)
-        cpos[coup_rec] = np.arange(len(coup_rec))
-        nC = len(coup_rec)
-        if len(ce):
-            f = np.exp(eps * cd)
-            k = np.arange(K)
-            E = len(ce)
-            # rows (e, dir, k): dir 0: x_ak - f y_bk <= 0 ; dir 1: y_bk - f x_ak <= 0
-            r = np.arange(2 * E * K).reshape(E, 2, K)
-            xcol = (xpos[a_int][:, None] * K + k[None, :])
-            ycol = (cpos[b_bnd][:, None] * K + k[None, :])
-            wv = np.stack([np.ones((E, K)), -np.broadcast_to(f[:, None], (E, K))], axis=1)
-            tv = np.stack([-np.broadcast_to(f[:, None], (E, K)), np.ones((E, K))], axis=1)
-            Wc = sp.csr_matrix((wv.reshape(-1), (r.reshape(-1), np.repeat(xcol[:, None, :], 2, axis=1).reshape(-1))),
-                               shape=(2 * E * K, len(X) * K))
-            Tc = sp.csr_matrix((tv.reshape(-1), (r.reshape(-1), np.repeat(ycol[:, None, :], 2, axis=1).reshape(-1))),
-                               shape=(2 * E * K, nC * K))
-            W_parts.append(Wc)
-            T_parts.append(Tc)
-            lo_parts.append(np.full(2 * E * K, -INF))
-            up_parts.append(np.zeros(2 * E * K))
-        S = row_sum_rows(len(X), K)
-        W_parts.append(S)
-        lo_parts.append(np.ones(len(X)))
-        up_parts.append(np.ones(len(X)))
-        W = sp.vstack(W_parts, format="csr")
-        n_before = W_parts[0].shape[0]
-        T = sp.vstack([sp.csr_matrix((n_before, nC * K))] + T_parts + [sp.csr_matrix((len(X), nC * K))], format="csr")
-        coupling = (ypos[coup_rec][:, None] * K + np.arange(K)[None, :]).reshape(-1)
-        blocks.append(BlockSpec(c=wc[X].reshape(-1), W=W, lo=np.concatenate(lo_parts), up=np.concatenate(up_parts),
-                                T=T, coupling=coupling.astype(np.int64), x_lo=np.zeros(len(X) * K),
-                                x_up=np.ones(len(X) * K)))
+        blocks.append(_block(X, edges, dist, eps, K, N, ypos, wc, elastic))
         internal.append(X)
         B = boundary[lab[boundary] == l]
         if len(B):
             Dxb = g.path_distances(X)[:, B]
-            ok = np.isfinite(Dxb)
+            # pairs beyond exp(MAX_LOG_RATIO) are left out of the envelope inequalities: a factor
+            # exp(-eps D) of 0 only weakens the "<= 1" one, and no upper factor none of the others
+            ok = eps * Dxb <= MAX_LOG_RATIO
             Flow = np.where(ok, np.exp(-eps * np.where(ok, Dxb, 0.0)), 0.0)
             Fup = np.where(ok, np.exp(eps * np.where(ok, Dxb, 0.0)), np.inf)
             groups.append((ypos[B], Flow, Fup))
@@ -211,12 +240,73 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
                             n_initial_cuts=n_init, separator=sep)
 
 
+@dataclass(frozen=True)
+class _Design:
+    """What the Benders run adds to the paper's algorithm."""
+
+    envelope: bool          # separate the envelope inequalities (:class:`EnvelopeSeparator`)
+    elastic: float | None   # elastic blocks at this price per unit of slack (:func:`_block`)
+    repair: bool            # an upper bound from every round's iterate, repaired (:class:`_Repair`)
+    in_out: float | None = None   # in-out stabilisation around the first mechanism's y (:func:`_start`)
+
+
+#: 'paper' is the paper's algorithm; 'improved' is the combination that won the ablation in
+#: benchmarks/paper000/benders.py (the envelope inequalities cost more rounds than they saved
+#: once the blocks were elastic and the master stabilised; see docs/pmo.md).
+VARIANTS = {"paper": _Design(envelope=False, elastic=None, repair=False),
+            "improved": _Design(envelope=False, elastic=10.0, repair=True, in_out=0.2)}
+
+
+def assemble(dec: PMODecomposition, N: int, y: np.ndarray, xs: Sequence[np.ndarray | None]) -> np.ndarray:
+    """The (N, K) matrix of a master point ``y`` and the blocks' points (slack dropped; a block
+    without a point leaves its rows at 0)."""
+    K = dec.n_outputs
+    Z = np.zeros((N, K))
+    Z[dec.boundary] = y.reshape(len(dec.boundary), K)
+    for X, x in zip(dec.internal, xs):
+        if x is not None:
+            Z[X] = x[:len(X) * K].reshape(len(X), K)
+    return Z
+
+
+class _Repair:
+    """An upper bound from a round's iterate: the master's y and the blocks' points (elastic,
+    or absent where infeasible) assembled and certified: a mechanism in every round, whether or
+    not the blocks were feasible. (Lowering the matrix to its mDP envelope and rebalancing its
+    rows first, as the outputs decomposition does, was worse here: on an 8 x 8 grid at eps 10 it
+    left the upper bound 2.4% above the optimum for 400 rounds, where certification alone
+    reached 0.57% in 91.)"""
+
+    def __init__(self, space: Space, dec: PMODecomposition, C: np.ndarray, edges: np.ndarray, dist: np.ndarray):
+        self.space, self.dec, self.C, self.edges, self.dist = space, dec, C, edges, dist
+
+    def __call__(self, y: np.ndarray, results: Sequence[BlockResult]) -> tuple[float, np.ndarray, list[np.ndarray]]:
+        dec, eps = self.dec, self.space.epsilon
+        Z = assemble(dec, self.space.n_records, y, [r.x for r in results])
+        Zc, _ = certify(Z, eps, *self.space.neighbor_pairs)
+        xs = [np.r_[Zc[X].ravel(), np.zeros(b.n_slack)] for X, b in zip(dec.internal, dec.blocks)]
+        return float(np.sum(self.C * Zc)), Zc[dec.boundary].ravel(), xs
+
+
+def _start(space: Space, dec: PMODecomposition, C: np.ndarray, edges: np.ndarray, dist: np.ndarray
+           ) -> tuple[float, np.ndarray, list[np.ndarray]]:
+    """A first mechanism: every record's cheapest output, lifted to the smallest matrix above it
+    that keeps mDP (:func:`scaledp.pmo.upper.mdp_lift`) and certified, as a point ``(value, y,
+    xs)``. Where epsilon x distance is large it is nearly optimal (grid-500 at the paper's
+    eps = 10 per km: 5e-6 above the optimum), and it is the in-out stabilisation's first core."""
+    Z0 = np.zeros_like(C)
+    Z0[np.arange(len(C)), np.argmin(C, axis=1)] = 1.0
+    Zc, _ = certify(mdp_lift(Z0, space.epsilon, edges, dist), space.epsilon, *space.neighbor_pairs)
+    xs = [np.r_[Zc[X].ravel(), np.zeros(b.n_slack)] for X, b in zip(dec.internal, dec.blocks)]
+    return float(np.sum(C * Zc)), Zc[dec.boundary].ravel(), xs
+
+
 def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | None = None, gap: float = 1e-2,
                   max_iterations: int = 1000, time_limit: float | None = None, reduce: bool = True,
-                  initial_cuts: str = "subset", envelope_cuts: bool = True, seed: int = 0,
+                  initial_cuts: str = "subset", variant: str = "improved", seed: int = 0,
                   executor: str | None = None, workers: int = 1, scheduler: str | None = None,
                   runner_factory: Callable[..., Any] | None = None, progress: Progress | None = None,
-                  tolerance: float = 1e-9) -> SolveResult:
+                  tolerance: float = 1e-9, design: _Design | None = None) -> SolveResult:
     """Solve PMO by Benders decomposition and return a certified mechanism. Options are
     checked by :func:`scaledp.solve`.
 
@@ -224,12 +314,12 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         partition: one of 'kmeans-dv', 'kmeans-rec', 'kmeans-adj', 'bsc', 'metis'.
         subsets: M, the number of subsets (default: the paper's 25, or N when there are fewer records).
         gap: stop at this relative gap.
-        max_iterations, time_limit: the other stopping rules.
+        max_iterations, time_limit: the other stopping rules (the time limit is wall-clock time).
         reduce: drop implied edges before decomposing (exact).
         initial_cuts: 'subset' (Property 3.2 cuts between non-neighbouring boundary records
             of the same subset) or 'none'.
-        envelope_cuts: separate the envelope inequalities of :class:`EnvelopeSeparator`
-            (not in the paper; ``False`` runs the paper's algorithm).
+        variant: 'paper' (the paper's algorithm: feasibility cuts from dual rays, optimality
+            cuts from duals) or 'improved' (default; see :data:`VARIANTS` and docs/pmo.md).
         seed: seed of the k-means partitioners.
         executor: 'serial', 'process' (``workers`` local processes) or 'dask' (a LocalCluster
             of ``workers`` processes, or the cluster at ``scheduler``); by default 'dask' when a
@@ -238,6 +328,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         runner_factory: ``f(blocks) -> Runner`` overriding ``executor``.
         progress: receives each round's bounds.
     """
+    d = design if design is not None else VARIANTS[variant]
     if executor is None:
         executor = "dask" if scheduler else ("process" if workers > 1 else "serial")
     if subsets is None:
@@ -245,7 +336,11 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
     t_start = time.perf_counter()
     graph = MDPGraph.from_space(space)
     implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
-    edges, dist = graph.edges[~implied], graph.distance[~implied]
+    # rows beyond exp(MAX_LOG_RATIO) are left out, as in the monolithic LP: a relaxation (both
+    # bounds stay valid: the upper bound is a certified matrix's cost), and HiGHS cannot take
+    # coefficients of exp(eps d) at the paper's eps d = 20 in the master next to 1
+    keep = ~implied & (space.epsilon * graph.distance <= MAX_LOG_RATIO)
+    edges, dist = graph.edges[keep], graph.distance[keep]
     t0 = time.perf_counter()
     part = partition_records(space, partition, subsets, seed=seed, graph=graph)
     t_part = time.perf_counter() - t0
@@ -253,47 +348,56 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
     scale = float(wc.max()) if wc.size and wc.max() > 0 else 1.0
     t0 = time.perf_counter()
     dec = decompose(space, part, edges, dist, scale=scale, initial_cuts=initial_cuts,
-                    graph=MDPGraph(space.n_records, edges, dist))
+                    graph=MDPGraph(space.n_records, edges, dist), elastic=d.elastic)
     t_build = time.perf_counter() - t0
     if runner_factory is not None:
         runner = runner_factory(dec.blocks)
     else:
         runner = make_runner(dec.blocks, executor=executor, workers=workers, address=scheduler, tolerance=tolerance)
+    start = _start(space, dec, wc / scale, edges, dist) if d.repair else None
     remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t_start))
     try:
         out = benders(dec.master, dec.blocks, gap=gap, max_iterations=max_iterations, time_limit=remaining,
                       runner=runner, tolerance=tolerance, progress=progress,
-                      separator=dec.separator if envelope_cuts else None)
+                      separator=dec.separator if d.envelope else None,
+                      heuristic=_Repair(space, dec, wc / scale, edges, dist) if d.repair else None,
+                      core=None if start is None or d.in_out is None else start[1], in_out=d.in_out or 0.2,
+                      start=start)
     finally:
         runner.close()
     if out.y is None:
-        raise SolverLimitError(f"Benders found no feasible solution in {out.iterations} iterations ({out.status}); "
-                               "raise max_iterations or time_limit")
+        raise SolverLimitError(f"Benders found no feasible point in {out.iterations} rounds ({out.status}; lower bound "
+                               f"{out.lower_bound * scale:.6g}); raise max_iterations or time_limit")
+    t = {"partition": t_part, "build": t_build, "start": t_start}
+    return _result(space, dec, part, out, edges, scale, gap, variant if design is None else "design", subsets, t)
+
+
+def _result(space: Space, dec: PMODecomposition, part: Partition, out: Any, edges: np.ndarray, scale: float,
+            gap: float, variant: str, subsets: int, t: dict[str, float]) -> SolveResult:
     N, K = space.n_records, space.n_outputs
-    Z = np.zeros((N, K))
-    Z[dec.boundary] = out.y.reshape(len(dec.boundary), K)
-    for X, x in zip(dec.internal, out.x):
-        assert x is not None
-        Z[X] = x.reshape(len(X), K)
+    wc = space.weighted_cost
+    Z = assemble(dec, N, out.y, out.x)
     t0 = time.perf_counter()
-    mech, cert = Mechanism.certified(space, Z, method="benders", partition=partition, subsets=subsets)
+    mech, cert = Mechanism.certified(space, Z, method="benders", variant=variant, partition=part.method,
+                                     subsets=subsets)
     t_cert = time.perf_counter() - t0
     upper = float(np.sum(wc * mech.matrix))
     lower = min(out.lower_bound * scale, upper)
     all_e = space.neighbor_pairs[0]
     stats: dict[str, Any] = {
-        "n_records": N, "n_outputs": K, "partition": part.stats(edges), "subsets": part.n_subsets,
+        "n_records": N, "n_outputs": K, "variant": variant, "partition": part.stats(edges), "subsets": part.n_subsets,
         "blocks": len(dec.blocks), "boundary_records": int(len(dec.boundary)),
         "master_variables": int(len(dec.boundary) * K), "initial_cuts": dec.n_initial_cuts,
-        "cuts": out.cuts, "constraints_before": 2 * len(all_e) * K + N, "constraints_after": 2 * len(edges) * K + N,
+        "cuts": out.cuts, "skipped_cuts": out.skipped_cuts,
+        "constraints_before": 2 * len(all_e) * K + N, "constraints_after": 2 * len(edges) * K + N,
         "certify_mixing": cert.mixing, "benders_upper_bound": out.upper_bound * scale,
         "certify_loss_increase": upper - out.upper_bound * scale,
         "partition_labels": part.labels, "boundary_mask": part.boundary_mask(edges),
     }
-    timings = {"partition": t_part, "build": t_build,
+    timings = {"partition": t["partition"], "build": t["build"],
                "master": float(sum(h["master_seconds"] for h in out.history)),
                "subproblems": float(sum(h["sub_seconds"] for h in out.history)),
-               "certify": t_cert, "total": time.perf_counter() - t_start}
+               "certify": t_cert, "total": time.perf_counter() - t["start"]}
     hist = tuple({k: (v * scale if k in ("lower_bound", "upper_bound", "master_objective") else v)
                   for k, v in h.items()} for h in out.history)
     true_gap = relative_gap(upper, lower)

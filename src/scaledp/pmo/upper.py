@@ -7,6 +7,7 @@ with rows off 1 by a slack (a stabilised master), or rows that sum to 1 except i
 always works but breaks ratios and needs a large mixing weight; these repairs cost far less:
 
 * :func:`mdp_envelope`: the largest matrix below the row-normalised input whose columns keep mDP;
+* :func:`mdp_lift`: the smallest matrix above the input whose columns keep mDP;
 * :func:`rebalance_rows`: the cheapest per-row mix with the uniform mechanism that has rows
   summing to 1 and keeps mDP (an N-variable LP);
 * :func:`repair_rows`: new values for the few rows that are off, by an LP in those rows alone.
@@ -81,6 +82,38 @@ def mdp_envelope(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_dis
         if not lower.any():
             break
         LY[targets] = np.where(lower, best, LY[targets])
+    return np.exp(LY)
+
+
+def mdp_lift(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray, *,
+             max_sweeps: int | None = None) -> np.ndarray:
+    """The smallest matrix above ``matrix`` (clipped at 0) whose columns satisfy epsilon-mDP on
+    ``edges``: ``U[i,k] = max_j Y[j,k] exp(-eps D(i,j))``, D the shortest-path distance over the
+    edges (every column of U is in the mDP cone, and any column in the cone above ``Y[:, k]``
+    lies above ``U[:, k]``). Rows of U sum to at least the input's.
+
+    The counterpart of :func:`mdp_envelope` for matrices whose small entries matter: where the
+    optimum is nearly deterministic (large epsilon x distance), lowering entries removes the
+    tails the mDP rows need, while lifting adds exactly those tails. Computed in log space by
+    relaxing the directed edges until no entry rises; the result holds to rounding (pass it on
+    to :func:`scaledp.certify.certify`)."""
+    Y, eps, E, d = checked_mdp_inputs(matrix, epsilon, edges, edge_distance)
+    Y = np.maximum(Y, 0.0)
+    if len(E) == 0:
+        return Y
+    src, dst = np.r_[E[:, 0], E[:, 1]], np.r_[E[:, 1], E[:, 0]]
+    w = (eps * np.r_[d, d])[:, None]
+    order = np.argsort(dst, kind="stable")
+    src, dst, w = src[order], dst[order], w[order]
+    targets, starts = np.unique(dst, return_index=True)
+    with np.errstate(divide="ignore"):
+        LY = np.log(Y)                               # 0 -> -inf, which stays -inf under - w
+    for _ in range(Y.shape[0] if max_sweeps is None else int(max_sweeps)):
+        best = np.maximum.reduceat(LY[src] - w, starts, axis=0)
+        higher = best > LY[targets]
+        if not higher.any():
+            break
+        LY[targets] = np.where(higher, best, LY[targets])
     return np.exp(LY)
 
 
@@ -202,7 +235,7 @@ def repair_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.
         if left <= 0:
             return None
         if math.isfinite(left):
-            lp.set_option("time_limit", left)
+            lp.set_time_limit(left)
         sol = lp.solve()
         if sol.status != "optimal" or sol.x is None:
             return None
