@@ -9,6 +9,7 @@ from scaledp import build_space, solve
 from scaledp.datasets import gaussian, grid
 from scaledp.graph import MDPGraph
 from scaledp.pmo.benders import solve_benders
+from scaledp.lp.outcome import SolverLimitError
 from scaledp.pmo.partition import PARTITIONERS, partition
 
 
@@ -22,10 +23,12 @@ def optimum(small):
     return solve(small).upper_bound
 
 
+@pytest.mark.parametrize("variant", ["paper", "improved"])
 @pytest.mark.parametrize("part", ["metis", "kmeans-dv"])
-def test_benders_reaches_the_monolithic_optimum_within_the_gap(small, optimum, part):
+def test_benders_reaches_the_monolithic_optimum_within_the_gap(small, optimum, part, variant):
     hist = []
-    res = solve_benders(small, partition=part, subsets=3, gap=1e-4, progress=lambda e: hist.append(e.record))
+    res = solve_benders(small, partition=part, subsets=3, gap=1e-4, variant=variant,
+                        progress=lambda e: hist.append(e.record))
     assert res.mechanism.verification.passed
     assert res.status == "optimal"
     assert res.lower_bound <= optimum * (1 + 1e-7)
@@ -121,3 +124,46 @@ def test_benders_at_150_records_is_within_1e_4_of_the_monolithic_optimum(case):
     assert res.lower_bound <= opt.upper_bound * (1 + 1e-7)      # rigorous bound
     assert opt.upper_bound * (1 - 1e-7) <= res.upper_bound <= opt.upper_bound * (1 + 1e-4)
     assert res.gap <= 1e-4 + 1e-12
+
+
+@pytest.mark.parametrize("variant", ["paper", "improved"])
+def test_the_papers_epsilon_is_solved_and_certified(variant):
+    """8 x 8 grid at the paper's eps = 10 per km, eta = 2 km: exp(eps d) reaches e^28 on the
+    edges and e^200 on the paths, which once crashed the master (passModel)."""
+    sp = build_space(grid(8, 8, 1.0), epsilon=10.0, eta=2.0, seed=1)
+    opt = solve(sp, gap=1e-9)
+    res = solve_benders(sp, variant=variant, time_limit=120)
+    assert res.mechanism.verification.passed
+    assert res.status == "optimal" and res.gap <= 1e-2
+    assert res.lower_bound <= opt.upper_bound * (1 + 1e-7) and res.upper_bound >= opt.upper_bound * (1 - 1e-7)
+
+
+def _grid10():
+    return build_space(grid(10, 10, 1.0), epsilon=1.0, eta=2.0, n_outputs=25, cost="travel", seed=1)
+
+
+@pytest.mark.parametrize("variant, subsets", [("paper", None), ("improved", None),
+                                              pytest.param("improved", 4, marks=pytest.mark.slow),
+                                              pytest.param("paper", 4, marks=pytest.mark.slow)])
+def test_10x10_grid_at_gap_1e_4_matches_the_monolithic_optimum(variant, subsets):
+    """With 4 subsets the rounds are many (paper: about 500, 95 s; improved: about 100, 22 s)."""
+    sp = _grid10()
+    opt = solve(sp, gap=1e-9).upper_bound
+    res = solve_benders(sp, variant=variant, subsets=subsets, gap=1e-4, time_limit=600)
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert opt * (1 - 1e-7) <= res.upper_bound <= opt * (1 + 1e-4)
+    assert res.lower_bound <= opt * (1 + 1e-7)
+
+
+def test_the_time_limit_is_wall_clock_time_for_the_whole_solve():
+    """The paper's variant with 4 subsets needs about 95 s here; a 6 s limit stops it at 6 s
+    (within 10%), with a result or a limit error that gives its bounds."""
+    import time
+    sp = _grid10()
+    t0 = time.perf_counter()
+    try:
+        res = solve_benders(sp, variant="paper", subsets=4, gap=1e-6, time_limit=6.0)
+        assert res.status == "time_limit" and res.mechanism.verification.passed
+    except SolverLimitError as exc:
+        assert "time_limit" in str(exc) and "lower bound" in str(exc)
+    assert 5.4 <= time.perf_counter() - t0 <= 6.6

@@ -176,6 +176,33 @@ def test_mdp_envelope_is_the_largest_mdp_matrix_below_its_input(seed):
     assert not np.allclose(mdp_envelope(Y, eps, E, d, max_sweeps=1), ref, rtol=1e-9)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mdp_lift_is_the_smallest_mdp_matrix_above_its_input(seed):
+    """Against the formula max_j Y[j,k] exp(-eps D(i,j)), D from scipy's shortest paths, on a
+    random graph with two components, zeros and an epsilon x distance beyond exp's range."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from scaledp.pmo.upper import mdp_lift
+    rng = np.random.default_rng(seed)
+    n, k, eps = 40, 6, 0.8
+    E = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
+                  if rng.random() < 0.12 and (i < 25) == (j < 25)])
+    d = rng.uniform(0.05, 2.0, len(E))
+    d[0] = 2000.0                                # exp(-eps d) underflows: the lift must not care
+    Y = rng.random((n, k)) * (rng.random((n, k)) > 0.6)
+    U = mdp_lift(Y, eps, E, d)
+    P = shortest_path(coo_matrix((d, (E[:, 0], E[:, 1])), shape=(n, n)).tocsr(), directed=False)
+    G = np.exp(-eps * P)                         # 0 where there is no path
+    ref = np.max(G[:, :, None] * Y[None, :, :], axis=1)
+    np.testing.assert_allclose(U, ref, rtol=1e-12, atol=1e-300)
+    assert np.all(U >= Y * (1 - 1e-14))          # (to the rounding of exp(log y))
+    f, a, b = np.exp(eps * d[1:])[:, None], E[1:, 0], E[1:, 1]   # (edge 0 constrains nothing)
+    assert np.all(U[a] <= f * U[b] * (1 + 1e-12)) and np.all(U[b] <= f * U[a] * (1 + 1e-12))
+    np.testing.assert_allclose(mdp_lift(U, eps, E, d), U, rtol=1e-12)   # already in the cone
+    assert not np.allclose(mdp_lift(Y, eps, E, d, max_sweeps=1), ref, rtol=1e-9)
+
+
 def test_mdp_envelope_then_rebalance_certifies_a_cone_matrix_cheaper_than_division():
     from scaledp.pmo.upper import mdp_envelope, rebalance_rows
     n, k, eps = 30, 8, 1.3

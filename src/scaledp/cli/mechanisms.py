@@ -26,7 +26,7 @@ from .common import Live, check_output_path, err, fmt, friendly_errors, main, ou
 METHOD_OPTIONS = {"objective": "objective", "r": "r", "lambdas": "lambdas", "delta": "delta", "draws": "draws",
                   "solver": "solver", "time_limit": "time_limit", "tolerance": "tolerance",
                   "partition": "partition", "subsets": "subsets", "gap": "gap", "max_iterations": "max_iterations",
-                  "workers": "workers", "scheduler": "scheduler", "no_reduce": "reduce"}
+                  "workers": "workers", "scheduler": "scheduler", "no_reduce": "reduce", "variant": "variant"}
 
 
 def parse_lambdas(text: str) -> list[float]:
@@ -115,6 +115,9 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
 @click.option("--partition", type=click.Choice(["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc", "metis"]),
               default=None, help="benders: how to partition the records [kmeans-dv]")
 @click.option("--subsets", type=int, default=None, help="benders: number of subsets M [25]")
+@click.option("--variant", type=click.Choice(["improved", "paper"]), default=None,
+              help="benders: 'paper' is the paper's algorithm as published; 'improved' adds elastic blocks, "
+                   "a certified upper bound every round and a stabilised master [improved]")
 @click.option("--gap", type=float, default=None,
               help="relative gap the result must be within to be 'optimal': lp [1e-6]; outputs, benders [0.01]")
 @click.option("--max-iterations", type=int, default=None, help="outputs [500], benders [1000]: round limit")
