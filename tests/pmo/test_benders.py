@@ -38,6 +38,9 @@ def test_benders_reaches_the_monolithic_optimum_within_the_gap(small, optimum, p
         assert h["lower_bound"] <= h["upper_bound"] * (1 + 1e-7) + 1e-12
     lbs = [h["lower_bound"] for h in hist]
     assert lbs == sorted(lbs)
+    # reported in the cost's units, as the result
+    assert hist[-1]["lower_bound"] == pytest.approx(res.history[-1]["lower_bound"]) and lbs[-1] <= optimum * (1 + 1e-7)
+    assert hist[-1]["upper_bound"] == pytest.approx(res.stats["benders_upper_bound"], rel=1e-9)
 
 
 def test_one_subset_is_the_monolithic_lp(small, optimum):

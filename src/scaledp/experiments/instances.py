@@ -2,8 +2,14 @@
 
 Paper 000 kinds: K = 100 outputs sampled from the records (as in paper 000's experiments), or
 K = N where the name ends in ``-KN``. epsilon is chosen per dataset so that epsilon times the
-median neighbour distance is 1 (the LP is then far from trivial); ``-paper`` rows use the
-paper's own epsilon = 10 per km.
+median neighbour distance is 1 (the LP is then far from trivial).
+
+``-paper`` rows are at paper 000's settings (section 4.1): epsilon x eta = 20. The grid is
+the paper's own (eta = 2 km, epsilon = 10 per km). The other data cannot take the paper's
+eta as such (the Helsinki network is 1.0 x 1.7 km where the paper's Rome box is 49 x 47 km;
+eta = 2 makes every word2vec pair neighbours), so their eta is the one at which k-m-DV with
+25 subsets gives the mean subproblem size of the paper's Table 1 (road 9.5, text 12.6,
+synthetic 9.6 records), and epsilon = 20 / eta (:data:`PAPER_SETTINGS`).
 
 =====================  ===================================================================
 grid-N                 grid map of 1 km cells (paper 000 section 4.1 (2)), N in 100, 250,
@@ -39,7 +45,9 @@ from ..space import EARTH_RADIUS_KM, Space
 
 SEED = 1
 GRID_SHAPES = {100: (10, 10), 250: (10, 25), 500: (20, 25), 1000: (25, 40), 2000: (40, 50)}
-PAPER000 = ["grid-500", "grid-500-paper", "grid-500-KN", "road-500", "road-500-KN", "road-1000", "text-500",
+#: (eta, epsilon) of the ``-paper`` instances (see the module docstring)
+PAPER_SETTINGS = {"grid": (2.0, 10.0), "road": (0.1, 200.0), "text": (1.07, 20 / 1.07), "gauss": (0.47, 20 / 0.47)}
+PAPER000 = ["grid-500", "grid-500-paper", "road-500-paper", "text-500-paper", "gauss-500-paper", "grid-500-KN", "road-500", "road-500-KN", "road-1000", "text-500",
             "text-500-KN", "text-1000", "gauss-500", "gauss-500-KN", "gauss-1000"]
 
 
@@ -78,18 +86,19 @@ def load(name: str) -> Space:
     kind, n, *rest = name.split("-")
     N = int(n)
     k = N if "KN" in rest else 100
-    eps = 10.0 if "paper" in rest else None
+    if kind not in PAPER_SETTINGS:
+        raise KeyError(f"unknown instance {name!r}")
+    default_eta = {"grid": 2.0, "road": 0.07, "text": 1.2, "gauss": 0.65}[kind]
+    eta, eps = PAPER_SETTINGS[kind] if "paper" in rest else (default_eta, None)
     if kind == "grid":
         rows, cols = GRID_SHAPES[N]
-        return _calibrated(grid(rows, cols, 1.0), eta=2.0, cost="travel", k=k, eps=eps)
+        return _calibrated(grid(rows, cols, 1.0), eta=eta, cost="travel", k=k, eps=eps)
     if kind == "road":
         nodes, edges = helsinki_files()
-        return _calibrated(road_network(_need(nodes), edges, N, seed=SEED), eta=0.07, cost="travel", k=k, eps=eps)
+        return _calibrated(road_network(_need(nodes), edges, N, seed=SEED), eta=eta, cost="travel", k=k, eps=eps)
     if kind == "text":
-        return _calibrated(embeddings(_need(words_file()), N, seed=SEED), eta=1.2, cost="distance", k=k, eps=eps)
-    if kind == "gauss":
-        return _calibrated(gaussian(N, 3, seed=SEED), eta=0.65, cost="distance", k=k, eps=eps)
-    raise KeyError(f"unknown instance {name!r}")
+        return _calibrated(embeddings(_need(words_file()), N, seed=SEED), eta=eta, cost="distance", k=k, eps=eps)
+    return _calibrated(gaussian(N, 3, seed=SEED), eta=eta, cost="distance", k=k, eps=eps)
 
 
 def uai(kind: str, n: int, epsilon: float) -> Space:

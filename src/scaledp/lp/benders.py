@@ -72,6 +72,25 @@ class BlockSpec:
         return (lo if self.value_lo is None else max(lo, min(self.value_lo, hi))), hi
 
 
+def elastic(spec: BlockSpec, rows: np.ndarray, signs: np.ndarray, price: float, *, slack_up: float | np.ndarray,
+            value_lo: float | None = None) -> BlockSpec:
+    """``spec`` with one slack column per entry of ``rows``, in ``[0, slack_up]`` (finite, as
+    every bound of the engine: the Lagrangian cuts need it) at ``price`` per
+    unit, with coefficient ``signs`` in its row (-1 relaxes the row's upper side, +1 its lower
+    side). Where the slacks can absorb every violation the master's y can cause, the block has
+    a solution for every y, its duals on those rows are bounded by ``price`` and so are its
+    cuts' coefficients (by ``price`` times the rows' T entries), and its value never exceeds the
+    hard block's: the cuts it gives are valid for the hard problem. Its solutions are the hard
+    block's when their slack is 0 (:class:`BlockSolver` reports the others as 'elastic')."""
+    rows = np.asarray(rows, dtype=np.int64)
+    ns = len(rows)
+    S = sp.csr_matrix((np.asarray(signs, dtype=np.float64), (rows, np.arange(ns))), shape=(spec.W.shape[0], ns))
+    return BlockSpec(c=np.r_[spec.c, np.full(ns, float(price))], W=sp.hstack([spec.W, S], format="csr"),
+                     lo=spec.lo, up=spec.up, T=spec.T, coupling=spec.coupling,
+                     x_lo=np.r_[spec.x_lo, np.zeros(ns)], x_up=np.r_[spec.x_up, np.broadcast_to(np.asarray(slack_up, dtype=np.float64), (ns,))],
+                     n_slack=spec.n_slack + ns, value_lo=value_lo)
+
+
 @dataclass(frozen=True, eq=False)
 class MasterSpec:
     """The master's own part: ``min c0' y, r_lo <= A0 y <= r_up, y in [y_lo, y_up]``."""
@@ -475,7 +494,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 break
             if not cuts and not n_sep and y is y_master:
                 failed = any(r.status == "failed" for r in results)
-                status = "failed" if failed else ("optimal" if math.isfinite(ub) else "stalled")
+                status = "failed" if failed else "stalled"   # (at the gap it would have stopped above)
                 break
     finally:
         if own_runner:

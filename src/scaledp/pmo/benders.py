@@ -23,11 +23,12 @@ import scipy.sparse as sp
 from ..graph import MDPGraph
 from ..certify import certify
 from ..lp.benders import BlockResult, BlockSpec, MasterSpec, benders
+from ..lp.benders import elastic as elastic_block
 from ..lp.executors import make_runner
 from ..lp.highs import INF
 from ..lp.outcome import SolverLimitError, relative_gap, round_message
 from ..mechanism import Mechanism, SolveResult
-from ..progress import Progress
+from ..progress import Progress, ProgressEvent, bounds_line, report
 from ..space import Space
 from .model import MAX_LOG_RATIO, mdp_rows, row_sum_rows
 from .partition import Partition
@@ -155,23 +156,18 @@ def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: in
     n_before = W_parts[0].shape[0]
     T = sp.vstack([sp.csr_matrix((n_before, nC * K))] + T_parts + [sp.csr_matrix((len(X), nC * K))], format="csr")
     coupling = (ypos[coup_rec][:, None] * K + np.arange(K)[None, :]).reshape(-1).astype(np.int64)
-    c = wc[X].reshape(-1)
-    nx = len(X) * K
+    spec = BlockSpec(c=wc[X].reshape(-1), W=W, lo=np.concatenate(lo_parts), up=np.concatenate(up_parts), T=T,
+                     coupling=coupling, x_lo=np.zeros(len(X) * K), x_up=np.ones(len(X) * K))
     if elastic is None:
-        return BlockSpec(c=c, W=W, lo=np.concatenate(lo_parts), up=np.concatenate(up_parts), T=T, coupling=coupling,
-                         x_lo=np.zeros(nx), x_up=np.ones(nx))
-    # slack columns: -1 on each cross row (... - s <= 0), +1 on each row sum (sum x + s = 1)
+        return spec
+    # slack on each cross row (... - s <= 0) and each row sum (sum x + s = 1), at most 1 (x and
+    # y are): every internal row sums to 1 or pays M for what it lacks, so the block's cost is at
+    # least its rows' cheapest outputs' (or M), whatever y is
     cross_rows = n_before + np.arange(2 * E * K)
     sums = W.shape[0] - len(X) + np.arange(len(X))
-    ns = len(cross_rows) + len(sums)
-    Sl = sp.csr_matrix((np.r_[-np.ones(len(cross_rows)), np.ones(len(sums))],
-                        (np.r_[cross_rows, sums], np.arange(ns))), shape=(W.shape[0], ns))
-    # every internal row sums to 1 (or pays M for what it lacks): its cost is at least its
-    # cheapest output's, or M, whatever y is
     floor = float(np.minimum(wc[X].min(axis=1), float(elastic)).sum())
-    return BlockSpec(c=np.r_[c, np.full(ns, float(elastic))], W=sp.hstack([W, Sl], format="csr"),
-                     lo=np.concatenate(lo_parts), up=np.concatenate(up_parts), T=T, coupling=coupling,
-                     x_lo=np.zeros(nx + ns), x_up=np.ones(nx + ns), n_slack=ns, value_lo=floor)
+    return elastic_block(spec, np.r_[cross_rows, sums], np.r_[-np.ones(len(cross_rows)), np.ones(len(sums))],
+                         float(elastic), slack_up=1.0, value_lo=floor)
 
 
 def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray, *, scale: float,
@@ -301,6 +297,25 @@ def _start(space: Space, dec: PMODecomposition, C: np.ndarray, edges: np.ndarray
     return float(np.sum(C * Zc)), Zc[dec.boundary].ravel(), xs
 
 
+#: the fields of a round's record that are in units of the objective
+_OBJECTIVE_FIELDS = ("lower_bound", "upper_bound", "master_objective")
+
+
+def _in_cost_units(record: dict[str, Any], scale: float) -> dict[str, Any]:
+    """A round's record with its bounds in the cost's units (the engine works on costs / scale)."""
+    return {k: (v * scale if k in _OBJECTIVE_FIELDS else v) for k, v in record.items()}
+
+
+def _rescaled(progress: Progress | None, scale: float) -> Progress | None:
+    if progress is None:
+        return None
+
+    def forward(event: ProgressEvent) -> None:
+        rec = _in_cost_units(dict(event.record), scale)
+        report(progress, event.stage, bounds_line("round", rec, "cuts_added", "cuts"), rec)
+    return forward
+
+
 def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | None = None, gap: float = 1e-2,
                   max_iterations: int = 1000, time_limit: float | None = None, reduce: bool = True,
                   initial_cuts: str = "subset", variant: str = "improved", seed: int = 0,
@@ -358,7 +373,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
     remaining = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t_start))
     try:
         out = benders(dec.master, dec.blocks, gap=gap, max_iterations=max_iterations, time_limit=remaining,
-                      runner=runner, tolerance=tolerance, progress=progress,
+                      runner=runner, tolerance=tolerance, progress=_rescaled(progress, scale),
                       separator=dec.separator if d.envelope else None,
                       heuristic=_Repair(space, dec, wc / scale, edges, dist) if d.repair else None,
                       core=None if start is None or d.in_out is None else start[1], in_out=d.in_out or 0.2,
@@ -398,8 +413,7 @@ def _result(space: Space, dec: PMODecomposition, part: Partition, out: Any, edge
                "master": float(sum(h["master_seconds"] for h in out.history)),
                "subproblems": float(sum(h["sub_seconds"] for h in out.history)),
                "certify": t_cert, "total": time.perf_counter() - t["start"]}
-    hist = tuple({k: (v * scale if k in ("lower_bound", "upper_bound", "master_objective") else v)
-                  for k, v in h.items()} for h in out.history)
+    hist = tuple(_in_cost_units(h, scale) for h in out.history)
     true_gap = relative_gap(upper, lower)
     status = out.status if out.status != "optimal" or (true_gap is not None and true_gap <= gap) else "gap_limited"
     return SolveResult(mechanism=mech, method="benders", status=status, upper_bound=upper, lower_bound=lower,

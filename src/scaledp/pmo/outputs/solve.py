@@ -244,7 +244,8 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
     stats = {"n_records": N, "n_outputs": K, "columns": d.master.n_cols, "edges": int(len(all_e)),
              "edges_kept": int(len(d.edges)), "constraints_before": 2 * len(all_e) * K + N,
              "constraints_after": 2 * len(d.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
-             "master_fallbacks": d.master.fallbacks + d.free.fallbacks, **d.counts}
+             "master_fallbacks": d.master.fallbacks + d.free.fallbacks, "pricing_fallbacks": d.pricer.fallbacks,
+             "pricing_failures": d.pricer.failures, **d.counts}
     timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
                "certify": d.t["cert"], "total": time.perf_counter() - t_start}
     true_gap = relative_gap(upper_bound, lower)
