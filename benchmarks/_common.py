@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 _RUN = time.strftime("%Y%m%d-%H%M%S")
+_WRITTEN: set[Path] = set()
 
 
 def machine() -> str:
@@ -57,8 +58,9 @@ def target(name: str, suffix: str, args: argparse.Namespace | None = None) -> Pa
     run's time in the name) unless ``--force``."""
     d = results_dir(args)
     p = d / f"{name}{suffix}"
-    if p.exists() and not getattr(args, "force", False):
+    if p.exists() and p not in _WRITTEN and not getattr(args, "force", False):
         p = d / f"{name}-{_RUN}{suffix}"
+    _WRITTEN.add(p)   # a table saved again later in the same run replaces its own file
     return p
 
 

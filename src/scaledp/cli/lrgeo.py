@@ -15,27 +15,42 @@ from .._io import write_json
 from .common import Live, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed
 
 
-def _world(dataset: str, grid: str, data_dir: str | None):
-    from ..datasets.city import grid_city, helsinki
+#: a generated city at the scale of paper 003's Rome grid (49 x 47 km, 40 x 40 cells)
+ROME_KM = 48.0
+
+
+def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
+    from ..datasets.city import grid_city, grid_world, helsinki
+    from ..datasets.road import load_road_network
     from ..experiments.instances import data_dir as default_data_dir
 
     try:
         rows, cols = (int(v) for v in grid.lower().split("x"))
     except ValueError:
         raise ValueError(f"--grid must be ROWSxCOLS, e.g. 20x20; got {grid!r}") from None
+    if network is not None:
+        parts = network.split(",")
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"--network must be NODES.csv,EDGES.csv; got {network!r}")
+        for p in parts:
+            if not Path(p).is_file():
+                raise ValueError(f"--network: no file {p!r}")
+        return grid_world(load_road_network(*parts), rows, cols, name=Path(parts[0]).stem)
     if dataset == "gridcity":
         return grid_city(rows, cols)
+    if dataset == "romecity":
+        return grid_city(rows, cols, cell_km=ROME_KM / max(rows, cols), streets_per_cell=3)
     d = Path(data_dir) if data_dir else default_data_dir() / "helsinki"
     if not (d / "helsinki_walking_nodes.csv").is_file():
         raise ValueError(f"--data-dir: the Helsinki CSV files are not in {d} (use --data-dir, or --dataset gridcity)")
     return helsinki(d).block(rows, cols) if (rows, cols) != (40, 40) else helsinki(d)
 
 
-def _params(world, epsilon: float | None, eta: float | None, lr_radius: float | None, r_obf: float | None,
-            r_exp: float | None, table_cell: float | None):
+def _params(world, paper: bool, epsilon: float | None, eta: float | None, lr_radius: float | None,
+            r_obf: float | None, r_exp: float | None, table_cell: float | None):
     from ..lrgeo.user import LRGeoParams
 
-    base = LRGeoParams.scaled(world.cell, eps_cell=1.0)
+    base = LRGeoParams.paper(world.cell) if paper else LRGeoParams.scaled(world.cell, eps_cell=1.0)
     r_obf_ = r_obf if r_obf is not None else base.r_obf
     return LRGeoParams(epsilon=epsilon if epsilon is not None else base.epsilon,
                        gamma=eta if eta is not None else base.gamma,
@@ -45,12 +60,19 @@ def _params(world, epsilon: float | None, eta: float | None, lr_radius: float | 
 
 
 @main.command()
-@click.option("--dataset", type=click.Choice(["helsinki", "gridcity"]), default="gridcity", show_default=True)
+@click.option("--dataset", type=click.Choice(["helsinki", "gridcity", "romecity"]), default="gridcity",
+              show_default=True, help="romecity: a generated city of 48 x 48 km, the scale of paper 003's Rome grid")
+@click.option("--network", default=None,
+              help="NODES.csv,EDGES.csv of any road network (columns id,lon,lat and u,v,length_m); the grid is laid "
+                   "over its bounding box")
 @click.option("--grid", default="20x20", show_default=True,
               help="ROWSxCOLS locations (helsinki: the centred block of its 40x40 grid)")
+@click.option("--paper-settings/--scaled-settings", "paper", default=None,
+              help="defaults of paper 003 (eps 10/km, lr-radius 20 km, r_obf 4 km, table cell 0.1 km) or scaled to "
+                   "the cell (1 per cell); default: paper's with --network or romecity, scaled otherwise")
 @click.option("--data-dir", default=None, help="folder with the Helsinki CSV files (default: the shared data)")
 @click.option("--users", type=int, default=4, show_default=True, help="number of users M")
-@click.option("--epsilon", type=float, default=None, help="per km (default: 1 per cell side)")
+@click.option("--epsilon", type=float, default=None, help="per km (default: 10, or 1 per cell side when scaled)")
 @click.option("--eta", type=float, default=None,
               help="neighbour threshold of Geo-Ind, km (default 1.5 cells; 'inf': LR-Geo-F)")
 @click.option("--lr-radius", type=float, default=None, help="LR distance threshold Gamma, km (default 2.5 cells)")
@@ -70,7 +92,8 @@ def _params(world, epsilon: float | None, eta: float | None, lr_radius: float | 
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
 @click.pass_context
-def lrgeo(ctx: click.Context, dataset: str, grid: str, data_dir: str | None, users: int, epsilon: float | None,
+def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, paper: bool | None,
+          data_dir: str | None, users: int, epsilon: float | None,
           eta: float | None, lr_radius: float | None, r_obf: float | None, r_exp: float | None,
           table_cell: float | None, gamma: float | None, Gamma: float | None, cell: float | None, method: str,
           gap: float, baselines: str, time_limit: float | None, seed: int | None, out_path: str | None, quiet: bool,
@@ -91,8 +114,12 @@ def lrgeo(ctx: click.Context, dataset: str, grid: str, data_dir: str | None, use
         for b in names:
             V.choice("--baselines", b, BASELINES)
         target = check_output_path(out_path, ".json")
-        world = _world(dataset, grid, data_dir)
-        P = _params(world, epsilon, alias_value(ctx, "--eta", eta), alias_value(ctx, "--lr-radius", lr_radius),
+        if network is not None and ctx.get_parameter_source("dataset") == click.core.ParameterSource.COMMANDLINE:
+            raise ValueError("give --dataset or --network, not both")
+        world = _world(dataset, grid, data_dir, network)
+        if paper is None:
+            paper = network is not None or dataset == "romecity"
+        P = _params(world, paper, epsilon, alias_value(ctx, "--eta", eta), alias_value(ctx, "--lr-radius", lr_radius),
                     r_obf, r_exp, alias_value(ctx, "--table-cell", table_cell))
         if not quiet:
             err.print(f"[dim]{world.name}: K={world.K}, cell {world.cell * 1000:.1f} m; eps {P.epsilon:g}/km, "
@@ -124,7 +151,11 @@ def _print(rep: dict[str, Any], world) -> None:
     for k, lab in (("method", "solver"), ("status", "status"), ("iterations", "iterations"),
                    ("expected_cost_own_row", "expected cost, users' own rows (km)"),
                    ("expected_cost_lr_sets", "LR objective, true costs"), ("lower_bound", "lower bound (Thm 4.7)"),
-                   ("approximation_ratio", "approximation ratio"), ("violation_ratio", "Geo-Ind violation ratio"),
+                   ("approximation_ratio", "approximation ratio (LP bound / lower bound, the paper's)"),
+                   ("approximation_ratio_true_cost", "approximation ratio (true cost / lower bound)"),
+                   ("violation_ratio", "Geo-Ind violation ratio (the paper's, Eq. 30 pairs)"),
+                   ("cross_user_violation_ratio", "violations among checked cross-user pairs"),
+                   ("distance0_violations", "violations between rows at distance 0"),
                    ("max_error", "max violation error"), ("users_located_by_columns", "users the server can locate"),
                    ("seed", "seed")):
         t.add_row(lab, fmt(rep[k]) if not isinstance(rep[k], str) else rep[k])

@@ -104,7 +104,7 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
 @click.option("--objective", type=click.Choice(["expected", "worst"]), default=None,
               help="lp, spanner: expected loss (paper 000; lp's default) or worst-case loss (paper 002; spanner's)")
 @click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
-@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1.0]")
+@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1,10,50]")
 @click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
 @click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
 @click.option("--solver", type=click.Choice(["auto", "simplex", "ipm", "pdlp"]), default=None,
@@ -117,7 +117,7 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
 @click.option("--subsets", type=int, default=None, help="benders: number of subsets M [25]")
 @click.option("--variant", type=click.Choice(["improved", "paper"]), default=None,
               help="benders: 'paper' is the paper's algorithm as published; 'improved' adds elastic blocks, "
-                   "a certified upper bound every round and a stabilised master [improved]")
+                   "a certified upper bound every round, a stabilised master and the envelope inequalities [improved]")
 @click.option("--gap", type=float, default=None,
               help="relative gap the result must be within to be 'optimal': lp [1e-6]; outputs, benders [0.01]")
 @click.option("--max-iterations", type=int, default=None, help="outputs [500], benders [1000]: round limit")
@@ -205,21 +205,28 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
 @click.option("--methods", default="expmech,constopt,spanner", show_default=True,
               help=f"comma-separated, from {','.join(METHODS)}")
 @click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
-@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1.0]")
+@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1,10,50]")
 @click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
 @click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
 @click.option("--tight-delta", type=float, default=1e-3, show_default=True, help="delta of epsilon_tight")
-@click.option("--q", type=float, default=0.95, show_default=True, help="quantile of L_q")
+@click.option("--match-tight", type=float, default=None,
+              help="calibrate each method's epsilon (from --epsilon) until its measured epsilon_tight is this "
+                   "within 1%, as paper 002 compares methods")
+@click.option("--q", type=float, default=0.95, show_default=True,
+              help="quantile of L_q (also the loss that picks constopt's lambda)")
 @click.option("--time-limit", type=float, default=None, help="seconds per method")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float,
-            cost: str, seed: int | None, quiet: bool, methods: str, tight_delta: float, q: float,
-            out_path: str | None, as_json: bool, **method_params: Any) -> None:
-    """Run several methods on one instance: time, LP size, epsilon_tight, L_q, losses."""
-    from ..experiments.compare import baseline_rows, compare_row
+            cost: str, seed: int | None, quiet: bool, methods: str, tight_delta: float, match_tight: float | None,
+            q: float, out_path: str | None, as_json: bool, **method_params: Any) -> None:
+    """Run several methods on one instance: time, LP size, epsilon_tight, L_q, losses.
+
+    With --match-tight T every method is run at the epsilon where its measured epsilon_tight
+    is T (within 1%), so that the losses compare at equal measured privacy."""
+    from ..experiments.compare import baseline_rows, compare_row, match_tight as calibrate
 
     with friendly_errors():
         names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -240,11 +247,26 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
         space = space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         rows = []
         D = space.distance_rows()
+        if match_tight is not None:
+            V.positive_float("--match-tight", match_tight)
         for m in names:
             opts = {k: v for k, v in given.items() if k in METHODS[m].options}
-            res = run_method(space, m, opts, quiet)
-            rows.append(compare_row(space, res, q=q, delta=tight_delta, distance=D).as_dict())
-        report = {"instance": space.describe(), "seed": seed, "rows": rows, **baseline_rows(space, q)}
+            if m == "constopt":   # lambda chosen by the loss this table reports (paper 002)
+                opts.update(select="quantile", q=q)
+            if match_tight is None:
+                res = run_method(space, m, opts, quiet)
+                rows.append(compare_row(space, res, q=q, delta=tight_delta, distance=D).as_dict())
+                continue
+            cal = calibrate(space, m, match_tight, opts, delta=tight_delta, distance=D,
+                            run=lambda sp, name, o: run_method(sp, name, o, quiet))
+            if not cal.matched:
+                err.print(f"warning: {m}: epsilon_tight {cal.epsilon_tight:.4g} is the closest to {match_tight:g} "
+                          f"in {len(cal.trials)} solves (at epsilon {cal.epsilon:.4g})")
+            row = compare_row(space.with_epsilon(cal.epsilon), cal.result, q=q, delta=tight_delta, distance=D)
+            rows.append({**row.as_dict(), "matched": cal.matched, "calibration_seconds": cal.seconds,
+                         "calibration": [list(t) for t in cal.trials]})
+        report = {"instance": space.describe(), "seed": seed, "match_tight": match_tight, "rows": rows,
+                  **baseline_rows(space if match_tight is None else space.with_epsilon(match_tight), q)}
         if target is not None:
             write_json(target, report)
     if as_json:
@@ -254,21 +276,26 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
 
 
 def _print_compare(report: dict[str, Any], space, epsilon: float, eta: float, tight_delta: float, q: float) -> None:
-    t = Table(title=f"{space.name}: N={space.n_records}, K={space.n_outputs}, eps={epsilon:g}, eta={eta:g}")
-    for c in ("method", "sec", "variables", "constraints", "non-zeros", f"eps_tight(d={tight_delta:g})",
+    matched = report["match_tight"] is not None
+    what = f"epsilon_tight matched to {report['match_tight']:g}" if matched else f"eps={epsilon:g}"
+    t = Table(title=f"{space.name}: N={space.n_records}, K={space.n_outputs}, {what}, eta={eta:g}")
+    for c in ("method", "epsilon", "sec", "variables", "constraints", "non-zeros", f"eps_tight(d={tight_delta:g})",
               f"L_{q:g}", "worst", "expected", "audit"):
         t.add_column(c, justify="left" if c == "method" else "right")
     for row in report["rows"]:
         lq = fmt(row["quantile_loss"])
         if row["quantile_loss_se"] is not None:
             lq += f" ± {row['quantile_loss_se']:.2g}"
-        t.add_row(row["method"], fmt(row["seconds"], 3), fmt(row["variables"]), fmt(row["constraints"]),
-                  fmt(row["nonzeros"]), fmt(row["epsilon_tight"]), lq, fmt(row["worst_case_loss"]),
+        tight = fmt(row["epsilon_tight"]) + ("" if row.get("matched", True) else " (not matched)")
+        t.add_row(row["method"], fmt(row["epsilon"]), fmt(row["seconds"], 3), fmt(row["variables"]),
+                  fmt(row["constraints"]),
+                  fmt(row["nonzeros"]), tight, lq, fmt(row["worst_case_loss"]),
                   fmt(row["expected_loss"]),
                   {True: "PASSED", False: "FAILED", None: "n/a (Monte Carlo)"}[row["audit_passed"]])
     out.print(t)
     out.print(f"uniform random output: L_{q:g} {report['uniform_quantile_loss']:.4g}; packing lower bound on the "
-              f"worst-case loss of any {epsilon:g}-mDP mechanism: {report['packing_lower_bound']:.4g}")
+              f"worst-case loss of any {report['match_tight'] or epsilon:g}-mDP mechanism: "
+              f"{report['packing_lower_bound']:.4g}")
 
 
 @main.command()

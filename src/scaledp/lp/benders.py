@@ -155,22 +155,24 @@ class BlockSolver:
         shift = self.spec.T @ y_coupled
         return self.spec.lo - shift, self.spec.up - shift
 
-    def _attempts(self, y_coupled: np.ndarray, time_limit: float | None):
-        """Solutions of the live model, then of fresh ones, until one is not a numerical failure."""
+    def _attempts(self, y_coupled: np.ndarray, deadline: float):
+        """Solutions of the live model, then of fresh ones, until one is not a numerical failure;
+        all within ``deadline`` (a ``time.perf_counter()`` instant)."""
         self.model.set_row_bounds(self.rows, *self._bounds(y_coupled))
-        self.model.set_time_limit(time_limit)
+        self.model.set_time_limit(_left(deadline))
         yield self.model, self.model.solve()
         clean = np.where(np.abs(y_coupled) < 1e-12, 0.0, y_coupled)
         for solver in ("simplex", "ipm"):
             m = self._model(*self._bounds(clean), solver, True)
-            m.set_time_limit(time_limit)
+            m.set_time_limit(_left(deadline))
             yield m, m.solve()
 
     def solve(self, y_coupled: np.ndarray, theta: float, time_limit: float | None = None) -> BlockResult:
         t0 = time.perf_counter()
+        deadline = math.inf if time_limit is None else t0 + time_limit
         spec = self.spec
         iters = 0
-        for model, sol in self._attempts(y_coupled, time_limit):
+        for model, sol in self._attempts(y_coupled, deadline):
             iters += sol.iterations
             if sol.status == "optimal" and sol.row_dual is not None:
                 const, coef = spec.affine(sol.row_dual, spec.c)
@@ -180,18 +182,20 @@ class BlockSolver:
                 status = "optimal" if slack <= 1e-9 else "elastic"
                 return BlockResult(self.index, status, value, sol.x, cut, time.perf_counter() - t0, iters)
             if sol.status in ("infeasible", "infeasible_or_unbounded"):
-                cut = self._feasibility_cut(model, y_coupled)
+                cut = self._feasibility_cut(model, y_coupled, deadline)
                 return BlockResult(self.index, "infeasible", math.inf, None, cut, time.perf_counter() - t0, iters)
             if sol.status == "time_limit":
                 return BlockResult(self.index, "time_limit", math.inf, None, None, time.perf_counter() - t0, iters)
         return BlockResult(self.index, "failed", math.inf, None, None, time.perf_counter() - t0, iters)
 
-    def _feasibility_cut(self, model: HighsLP, y_coupled: np.ndarray) -> Cut | None:
+    def _feasibility_cut(self, model: HighsLP, y_coupled: np.ndarray, deadline: float) -> Cut | None:
         """The feasibility cut ``0 >= a + g'y`` from the dual ray of a model without presolve
-        (a fresh one when ``model`` was presolved), when it cuts off y."""
+        (a fresh one, within ``deadline``, when ``model`` was presolved), when it cuts off y."""
         if model is not self.model or self.spec.n_slack:
             model = self._model(*self._bounds(y_coupled), "simplex", False)
-            model.solve()
+            model.set_time_limit(_left(deadline))
+            if model.solve().status not in ("infeasible", "infeasible_or_unbounded"):
+                return None
         ray = model.dual_ray()
         if ray is None:
             return None
@@ -206,6 +210,11 @@ class BlockSolver:
             return None
         scale = max(1.0, float(np.abs(best[2]).max(initial=0.0)))
         return Cut(self.index, True, best[1] / scale, best[2] / scale)
+
+
+def _left(deadline: float) -> float | None:
+    """Seconds until ``deadline`` for a HiGHS time limit (None: no limit; at least 1 ms)."""
+    return None if math.isinf(deadline) else max(1e-3, deadline - time.perf_counter())
 
 
 # ------------------------------------------------------------------- executors

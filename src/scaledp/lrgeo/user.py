@@ -82,6 +82,13 @@ class LRGeoParams:
         return self.r_obf + self.cell * math.sqrt(2.0) * 1.01
 
     @classmethod
+    def paper(cls, cell_km: float) -> "LRGeoParams":
+        """Paper 003's settings (section 5): eps 10 per km, LR distance threshold Gamma 20 km,
+        r_obf 4 km, reference table cell 0.1 km; the Geo-Ind neighbour threshold (not given in
+        the paper) 1.5 location cells and r_exp = r_obf / 2 (not given), as in :meth:`scaled`."""
+        return cls(epsilon=10.0, gamma=1.5 * cell_km, Gamma=20.0, r_obf=4.0, r_exp=2.0, cell=0.1)
+
+    @classmethod
     def scaled(cls, cell_km: float, *, eps_cell: float = 12.0, gamma_cells: float = 1.5, Gamma_cells: float = 2.5,
                r_obf_cells: float = 3.3, r_exp_cells: float = 1.65, table_cells: float = 1 / 12,
                lrgeo_f: bool = False) -> "LRGeoParams":

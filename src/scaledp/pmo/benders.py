@@ -116,8 +116,8 @@ def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: in
     and the row sums get a slack in [0, 1] at price M per unit, so every y has a solution (x = 0
     with full slack): a relaxation, so its cuts stay valid for the original problem, and its
     solutions are feasible when their slack is 0. It also bounds the duals of the coupling
-    rows by M, hence the cuts' coefficients by M exp(eps d): without it, at eps d = 14 they
-    reached 1e23-1e29 and HiGHS could not take them."""
+    rows by M, hence the cuts' coefficients by M (the rows' y coefficients are +-1): without
+    it, at eps d = 14 they reached 1e23-1e29 and HiGHS could not take them."""
     xpos = np.full(N, -1, dtype=np.int64)
     xpos[X] = np.arange(len(X))
     in_a, in_b = xpos[edges[:, 0]] >= 0, xpos[edges[:, 1]] >= 0
@@ -137,12 +137,15 @@ def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: in
     if E:
         f = np.exp(eps * cd)
         k = np.arange(K)
-        # rows (e, dir, k): dir 0: x_ak - f y_bk <= 0 ; dir 1: y_bk - f x_ak <= 0
+        # rows (e, dir, k): dir 0: x_ak / f - y_bk <= 0 ; dir 1: y_bk - f x_ak <= 0. Each row is
+        # written with its y coefficient +-1, so a cut's coefficients are the block's duals on
+        # these rows (at most M when elastic), not duals times f: with x_ak - f y_bk <= 0 they
+        # reached M f = 1e7-1e8 and the master could not resolve what those cuts cut off
         r = np.arange(2 * E * K).reshape(E, 2, K)
         xcol = (xpos[a_int][:, None] * K + k[None, :])
         ycol = (cpos[b_bnd][:, None] * K + k[None, :])
-        wv = np.stack([np.ones((E, K)), -np.broadcast_to(f[:, None], (E, K))], axis=1)
-        tv = np.stack([-np.broadcast_to(f[:, None], (E, K)), np.ones((E, K))], axis=1)
+        wv = np.stack([np.broadcast_to(1 / f[:, None], (E, K)), -np.broadcast_to(f[:, None], (E, K))], axis=1)
+        tv = np.stack([-np.ones((E, K)), np.ones((E, K))], axis=1)
         W_parts.append(sp.csr_matrix((wv.reshape(-1), (r.reshape(-1), np.repeat(xcol[:, None, :], 2, axis=1).reshape(-1))),
                                      shape=(2 * E * K, len(X) * K)))
         T_parts.append(sp.csr_matrix((tv.reshape(-1), (r.reshape(-1), np.repeat(ycol[:, None, :], 2, axis=1).reshape(-1))),
@@ -247,10 +250,9 @@ class _Design:
 
 
 #: 'paper' is the paper's algorithm; 'improved' is the combination that won the ablation in
-#: benchmarks/paper000/benders.py (the envelope inequalities cost more rounds than they saved
-#: once the blocks were elastic and the master stabilised; see docs/pmo.md).
+#: benchmarks/paper000/benders_ablation.py (docs/pmo.md has the table).
 VARIANTS = {"paper": _Design(envelope=False, elastic=None, repair=False),
-            "improved": _Design(envelope=False, elastic=10.0, repair=True, in_out=0.2)}
+            "improved": _Design(envelope=True, elastic=10.0, repair=True, in_out=0.2)}
 
 
 def assemble(dec: PMODecomposition, N: int, y: np.ndarray, xs: Sequence[np.ndarray | None]) -> np.ndarray:
