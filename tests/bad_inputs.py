@@ -181,6 +181,20 @@ LRGEO = [
     c(["lrgeo", "--grid", "6x6", "--time-limit", "-1"], "--time-limit"),
     c(["lrgeo", "--grid", "6x6", "--seed", "-3"], "--seed"),
     c(["lrgeo", "--grid", "6x6", "--out", "."], "is a directory"),
+    c(["lrgeo", "--grid", "6x6", "--network", "nodes.csv"], "NODES.csv,EDGES.csv"),
+    c(["lrgeo", "--grid", "6x6", "--network", "nodes.csv,edges.csv"], "no file"),
+    c(["lrgeo", "--grid", "6x6", "--network", "table.csv,table.csv", "--dataset", "helsinki"], "not both"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--port", "70000"], "--port"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--round-users", "0"], "--round-users"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--round-wait", "0"], "--round-wait"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--max-pending", "0"], "--max-pending"),
+    c(["lrgeo", "serve", "--grid", "axb"], "--grid"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3"], "cannot reach"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9"], "--location"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--lat", "1", "--lon", "2"],
+      "--location"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--lat", "1"], "--lat"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--wait", "0"], "--wait"),
 ]
 
 VIEWS = [

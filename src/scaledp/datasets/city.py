@@ -240,3 +240,47 @@ def grid_city(rows: int = 40, cols: int = 40, *, cell_km: float = 0.25, streets_
     road = RoadNetwork(ids=np.arange(n), latlon=latlon, graph=g)
     bbox = (lat0, lon0, lat0 + rows * spc * dlat, lon0 + cols * spc * dlon)
     return grid_world(road, rows, cols, bbox=bbox, name="gridcity")
+
+
+#: a generated city at the scale of paper 003's Rome grid (49 x 47 km, 40 x 40 cells)
+ROME_KM = 48.0
+WORLDS = ("gridcity", "helsinki", "romecity")
+
+
+def load_world(dataset: str, rows: int, cols: int, *, data_dir: str | Path | None = None,
+               network: str | None = None) -> World:
+    """The LR-Geo world of the command line: ``network`` ('NODES.csv,EDGES.csv', any road
+    network in the Helsinki CSV format, a rows x cols grid over its bounding box) or
+    ``dataset``: 'gridcity' (a generated street grid of 0.25 km cells), 'romecity' (a generated
+    city of 48 x 48 km) or 'helsinki' (the centred rows x cols block of its 40 x 40 grid; the
+    CSV files in ``data_dir``)."""
+    if network is not None:
+        parts = network.split(",")
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"network must be NODES.csv,EDGES.csv; got {network!r}")
+        for p in parts:
+            if not Path(p).is_file():
+                raise ValueError(f"network: no file {p!r}")
+        return grid_world(load_road_network(*parts), rows, cols, name=Path(parts[0]).stem)
+    if dataset == "gridcity":
+        return grid_city(rows, cols)
+    if dataset == "romecity":
+        return grid_city(rows, cols, cell_km=ROME_KM / max(rows, cols), streets_per_cell=3)
+    if dataset != "helsinki":
+        raise ValueError(f"dataset must be one of {', '.join(WORLDS)}; got {dataset!r}")
+    d = Path(data_dir) if data_dir is not None else None
+    if d is None or not (d / "helsinki_walking_nodes.csv").is_file():
+        raise ValueError(f"the Helsinki CSV files are not in {d} (give their folder, or use gridcity)")
+    return helsinki(d).block(rows, cols) if (rows, cols) != (40, 40) else helsinki(d)
+
+
+def fingerprint(world: World) -> str:
+    """A digest of what an LR-Geo user computes with (location centres, their road nodes and
+    coordinates): a client and a server agree on the world exactly when it matches."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in (np.round(world.latlon, 9), world.node.astype(np.int64), np.round(world.road.latlon[world.node], 9),
+              np.asarray(world.shape, dtype=np.int64)):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]

@@ -64,7 +64,8 @@ class _Message:
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, np.ndarray):
-                v = np.where(np.isnan(v), None, v).tolist() if v.dtype.kind == "f" else v.tolist()
+                nan = v.dtype.kind == "f" and bool(np.isnan(v).any())
+                v = np.where(np.isnan(v), None, v).tolist() if nan else v.tolist()
             d[f.name] = v
         d["type"] = type(self).__name__
         return json.dumps(d)
@@ -75,6 +76,13 @@ class _Message:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ProtocolError(f"not valid JSON: {exc}") from None
+        return cls.from_dict(d)
+
+    @classmethod
+    def from_dict(cls, d: Any):
+        """The message from parsed JSON (validated like :meth:`from_json`)."""
+        if isinstance(d, dict):
+            d = dict(d)
         if not isinstance(d, dict) or d.pop("type", None) != cls.__name__:
             raise ProtocolError(f"not a {cls.__name__} message")
         names = {f.name for f in fields(cls)}
@@ -82,8 +90,11 @@ class _Message:
             raise ProtocolError(f"{cls.__name__}: expected fields {sorted(names)}, got {sorted(d)}")
         for k, v in d.items():
             if isinstance(v, list):
-                d[k] = np.asarray(v, dtype=object)
-                d[k] = np.where(d[k] == None, np.nan, d[k])  # noqa: E711 (JSON null is NaN)
+                try:
+                    d[k] = np.asarray(v, dtype=np.float64)       # no null: the fast path
+                except (TypeError, ValueError):
+                    d[k] = np.asarray(v, dtype=object)
+                    d[k] = np.where(d[k] == None, np.nan, d[k])  # noqa: E711 (JSON null is NaN)
         return cls(**d)
 
 
