@@ -112,8 +112,9 @@ SOLVE = [
     c(G + ["--method", "outputs", "--partition", "metis"], "--partition"),
     c(G + ["--method", "benders", "--scheduler", "tcp://127.0.0.1:9"], "did not answer", slow=True),
     c(["solve", "--dataset", "grid:20x25", "--outputs", "100", "--epsilon", "2", "--eta", "2", "--cost", "travel",
-       "--method", "benders", "--time-limit", "3"], "Benders", code=1, slow=True,
-      note="a valid instance, a time limit too short for any feasible point"),
+       "--method", "benders", "--variant", "paper", "--time-limit", "3"], "Benders", code=1, slow=True,
+      note="a valid instance, a time limit too short for the paper's Benders to find a feasible point (the "
+           "improved variant returns its first certified mechanism with status time_limit)"),
     c(["solve", "--dataset", "grid:20x25", "--outputs", "100", "--epsilon", "2", "--eta", "2", "--cost", "travel",
        "--time-limit", "1"], "time", code=1, slow=True,
       note="a valid instance, a time limit too short for any feasible point"),

@@ -11,7 +11,11 @@ monolithic solve of the same instance that finished, and the paper's own k-m-DV 
 
     python -m benchmarks.paper000.decompositions --simplex-cap 300
     python -m benchmarks.paper000.decompositions --name decompositions_calibrated \
-        --instances grid-500 road-500 text-500 gauss-500 --benders-cap 120 --simplex-cap 120 --mono-cap 600
+        --instances grid-500 road-500 text-500 gauss-500 --methods benders-paper benders outputs \
+        --benders-cap 120 --outputs-cap 300
+
+(At the calibrated epsilon monolithic HiGHS needs 1-10 minutes per instance: see
+results/outputs_vs_monolithic.md; add ``--methods simplex ipm`` to time it in the same run.)
 """
 
 from __future__ import annotations
@@ -73,7 +77,8 @@ def main() -> None:
                            f"{a.mono_cap:g} s" + (f" (dual simplex {a.simplex_cap:g} s)" if a.simplex_cap else "")
                            + f"; decompositions stop at gap {a.gap:g}",
                            "benders-paper: the paper's algorithm (--variant paper); benders: scaledp's default "
-                           "(elastic blocks, a certified upper bound every round, in-out stabilisation, envelope inequalities)",
+                           "(elastic blocks, a certified upper bound every round, in-out stabilisation, envelope "
+                           "inequalities)",
                            "rounds: Benders rounds, column-generation rounds, or simplex/IPM iterations",
                            "certified gap: of the returned mechanism against the run's rigorous lower bound",
                            "speed-up: seconds of the faster monolithic solve that returned a mechanism, over "
@@ -102,7 +107,8 @@ def main() -> None:
                 raw.append({"instance": name, "method": method, "status": r.status, "seconds": secs,
                             "iterations": r.iterations, "gap": r.gap, "upper_bound": r.upper_bound,
                             "lower_bound": r.lower_bound, "timings": r.timings,
-                            "stats": {k: v for k, v in r.stats.items() if k not in ("partition_labels", "boundary_mask")},
+                            "stats": {k: v for k, v in r.stats.items()
+                                      if k not in ("partition_labels", "boundary_mask")},
                             "history": list(r.history)})
             print(rows[-1], flush=True)
             save()

@@ -15,12 +15,12 @@ from scaledp.audit import verify
 from scaledp.cli import main
 from scaledp.datasets.city import grid_city, helsinki
 from scaledp.experiments.lrgeo import world_space
-from scaledp.lrgeo.measures import measure_round, relaxed_lower_bound, violations
+from scaledp.lrgeo.measures import column_inference, measure_round, relaxed_lower_bound, violations
 from scaledp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from scaledp.lrgeo.protocol import run_round
 from scaledp.lrgeo.server import LRGeoServer
 from scaledp.lrgeo.table import build_table
-from scaledp.lrgeo.user import LRGeoParams, LRGeoUser
+from scaledp.lrgeo.user import LRGeoParams, LRGeoUser, geo_ind_path_distance
 
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
@@ -300,3 +300,23 @@ def test_violations_count_as_the_paper_with_a_tolerance_and_distance_zero_apart(
     assert v.ratio == 1 / (4 * 3 * K) and v.cross_ratio == 1 / (2 * 4 * K)
     assert v.summary()["positive_distance_violation_ratio"] == 0.0
     assert v.errors[0] == pytest.approx(1e-6, rel=1e-3)
+
+
+def test_hidden_centre_keeps_the_server_from_locating_users(city, params, table):
+    """The remedy for the column leak (LRGeoParams.hide): the server still finds each LR set's
+    centre, but every location within hide of it could be the user's; the matrices stay
+    certified and the user's Gamma-ball stays inside its LR set."""
+    base = measure_round(run_round(city, params, users=3, seed=5, table=table))
+    assert base["users_located_by_columns"] == 1.0 and base["server_estimate_error_km"] == 0.0
+    hidden = LRGeoParams(**{**params.__dict__, "hide": params.Gamma})
+    rnd = run_round(city, hidden, users=3, seed=5, table=table)
+    rep = measure_round(rnd)
+    assert all(m.verification.passed for m in rnd.mechanisms)
+    assert rep["users_located_by_columns"] == 0.0 and rep["server_candidates_mean"] > 3
+    for u in rnd.users:
+        assert city.haversine[u.centre, u.location] <= hidden.hide + 1e-9 or math.isinf(hidden.gamma)
+        ball = np.flatnonzero(geo_ind_path_distance(city, params.gamma, u.location, params.Gamma) <= params.Gamma)
+        assert set(ball) <= set(u.lr)
+        ci = column_inference(rnd.server.requests[u.name], city, hidden, u.location)
+        assert u.location in ci["candidate_locations"] and ci["candidate_centres"] == [u.centre]
+    assert sum(u.n for u in rnd.users) > sum(base["lr_set_sizes"])

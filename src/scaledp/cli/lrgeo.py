@@ -33,7 +33,7 @@ def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
 
 
 def _params(world, paper: bool, epsilon: float | None, eta: float | None, lr_radius: float | None,
-            r_obf: float | None, r_exp: float | None, table_cell: float | None):
+            r_obf: float | None, r_exp: float | None, table_cell: float | None, hide: float = 0.0):
     from ..lrgeo.user import LRGeoParams
 
     base = LRGeoParams.paper(world.cell) if paper else LRGeoParams.scaled(world.cell, eps_cell=1.0)
@@ -42,7 +42,7 @@ def _params(world, paper: bool, epsilon: float | None, eta: float | None, lr_rad
                        gamma=eta if eta is not None else base.gamma,
                        Gamma=lr_radius if lr_radius is not None else base.Gamma,
                        r_obf=r_obf_, r_exp=r_exp if r_exp is not None else min(base.r_exp, r_obf_),
-                       cell=table_cell if table_cell is not None else base.cell)
+                       cell=table_cell if table_cell is not None else base.cell, hide=hide)
 
 
 _WORLD = [
@@ -67,6 +67,9 @@ _PARAMS = [
     click.option("--r-obf", type=float, default=None, help="obfuscation range, km (default 3.3 cells)"),
     click.option("--r-exp", type=float, default=None, help="exponential beyond this, km (default 1.65 cells)"),
     click.option("--table-cell", type=float, default=None, help="reference table cell size, km (default 1/12 cell)"),
+    click.option("--hide", type=float, default=0.0, show_default=True,
+                 help="km: centre each LR set on a location drawn within this of the user, so the server cannot "
+                      "locate users from the uploads (0: the paper's protocol)"),
     click.option("--gamma", type=float, default=None, hidden=True, callback=deprecated("--eta")),
     click.option("--Gamma", "Gamma", type=float, default=None, hidden=True, callback=deprecated("--lr-radius")),
     click.option("--cell", type=float, default=None, hidden=True, callback=deprecated("--table-cell")),
@@ -89,7 +92,7 @@ def _param_options(f):
 
 def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, data_dir: str | None,
            paper: bool | None, epsilon: float | None, eta: float | None, lr_radius: float | None,
-           r_obf: float | None, r_exp: float | None, table_cell: float | None, quiet: bool):
+           r_obf: float | None, r_exp: float | None, table_cell: float | None, hide: float, quiet: bool):
     """(world, parameters, the world's spec for clients) from the shared options."""
     if network is not None and ctx.get_parameter_source("dataset") == click.core.ParameterSource.COMMANDLINE:
         raise ValueError("give --dataset or --network, not both")
@@ -97,7 +100,7 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
     if paper is None:
         paper = network is not None or dataset == "romecity"
     P = _params(world, paper, epsilon, alias_value(ctx, "--eta", eta), alias_value(ctx, "--lr-radius", lr_radius),
-                r_obf, r_exp, alias_value(ctx, "--table-cell", table_cell))
+                r_obf, r_exp, alias_value(ctx, "--table-cell", table_cell), hide)
     if not quiet:
         err.print(f"[dim]{world.name}: K={world.K}, cell {world.cell * 1000:.1f} m; eps {P.epsilon:g}/km, "
                   f"eta {P.gamma:g}, lr-radius {P.Gamma:g}, r_obf {P.r_obf:g}, r_exp {P.r_exp:g}, "
@@ -123,7 +126,8 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
 def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, paper: bool | None,
           data_dir: str | None, users: int, epsilon: float | None,
           eta: float | None, lr_radius: float | None, r_obf: float | None, r_exp: float | None,
-          table_cell: float | None, gamma: float | None, Gamma: float | None, cell: float | None, method: str,
+          table_cell: float | None, hide: float, gamma: float | None, Gamma: float | None, cell: float | None,
+          method: str,
           gap: float, baselines: str, time_limit: float | None, seed: int | None, out_path: str | None, quiet: bool,
           as_json: bool) -> None:
     """LR-Geo (paper 003): M users obfuscate their locations with locally relevant matrices
@@ -145,7 +149,7 @@ def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, pape
             V.choice("--baselines", b, BASELINES)
         target = check_output_path(out_path, ".json")
         world, P, _ = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
-                             table_cell, quiet)
+                             table_cell, hide, quiet)
         with Live(f"LR-Geo round of {users} users", quiet=quiet) as live:
             rnd = run_round(world, P, users=users, seed=seed, method=method, gap=gap, time_limit=time_limit,
                             progress=live)
@@ -155,7 +159,7 @@ def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, pape
             rep["baselines"] = [run_baseline(b, world, P, locs, time_limit=time_limit, seed=seed) for b in names]
         rep["seed"] = seed
         rep["params"] = {"epsilon": P.epsilon, "eta": P.gamma, "lr_radius": P.Gamma, "r_obf": P.r_obf,
-                         "r_exp": P.r_exp, "table_cell": P.cell}
+                         "r_exp": P.r_exp, "table_cell": P.cell, "hide": P.hide}
         if target is not None:
             write_json(target, rep)
     if as_json:
@@ -178,6 +182,8 @@ def _print(rep: dict[str, Any], world) -> None:
                    ("cross_user_violation_ratio", "violations among checked cross-user pairs"),
                    ("distance0_violations", "violations between rows at distance 0"),
                    ("max_error", "max violation error"), ("users_located_by_columns", "users the server can locate"),
+                   ("server_candidates_mean", "locations the server cannot tell apart (mean)"),
+                   ("server_estimate_error_km", "error of the server's best estimate, km (mean)"),
                    ("seed", "seed")):
         t.add_row(lab, fmt(rep[k]) if not isinstance(rep[k], str) else rep[k])
     for b in rep["baselines"]:
@@ -203,8 +209,9 @@ def _print(rep: dict[str, Any], world) -> None:
 @click.pass_context
 def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str, data_dir: str | None,
                 paper: bool | None, epsilon: float | None, eta: float | None, lr_radius: float | None,
-                r_obf: float | None, r_exp: float | None, table_cell: float | None, gamma: float | None,
-                Gamma: float | None, cell: float | None, host: str, port: int, round_users: int, round_wait: float,
+                r_obf: float | None, r_exp: float | None, table_cell: float | None, hide: float,
+                gamma: float | None, Gamma: float | None, cell: float | None, host: str, port: int,
+                round_users: int, round_wait: float,
                 max_pending: int, max_body_mb: float, method: str, gap: float, time_limit: float | None,
                 quiet: bool) -> None:
     """The LR-Geo server over HTTP (the 'service' extra): cost reference table, rounds of
@@ -219,7 +226,7 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
         V.positive_float("--max-body-mb", max_body_mb)
         V.positive_float("--gap", gap)
         world, P, spec = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
-                                table_cell, quiet)
+                                table_cell, hide, quiet)
         limits = Limits(round_users=round_users, round_wait=round_wait, max_pending=max_pending,
                         max_body_bytes=int(max_body_mb * 1024 * 1024))
         sched = RoundScheduler(world, P, spec=spec, limits=limits, method=method, gap=gap, time_limit=time_limit)

@@ -17,7 +17,7 @@ from ..lp.highs import HighsLP
 from ..pmo.model import mdp_rows, row_sum_rows
 from ..space import haversine_km, neighbor_pairs
 from .messages import ObfuscationRequest
-from .user import geo_ind_path_distance
+from .user import LRGeoParams, geo_ind_path_distance
 
 if TYPE_CHECKING:
     from .protocol import LRGeoRound
@@ -155,14 +155,17 @@ def table_inference(req: ObfuscationRequest, pair_beta: np.ndarray, snap_max_km:
     return np.searchsorted(b, v, side="right") - np.searchsorted(b, v - 2.0 * snap_max_km, side="left")
 
 
-def column_inference(req: ObfuscationRequest, world: World, gamma: float, Gamma: float,
+def column_inference(req: ObfuscationRequest, world: World, params: LRGeoParams, location: int | None = None,
                      tol: float = 1e-9) -> dict:
     """What the server learns from ``columns`` and ``D_NO`` (the price of sharing y).
 
     Each LR row is located by trilateration: the locations v of V with d(v, k) = D_NO[i, k]
     for every uploaded column k. If every row is pinned down, the server knows N_m and then
-    every location whose Gamma-ball in the (public) Geo-Ind graph is exactly N_m could be
-    the user. Returns the share of rows located uniquely and those candidate user locations."""
+    every location whose ball of radius ``params.lr_radius`` in the (public) Geo-Ind graph is
+    exactly N_m could be its centre; the user is within ``params.hide`` of that centre (the
+    centre itself when hide = 0). The server's best estimate is the most likely candidate (a
+    centre is drawn uniformly within hide of the user, so a candidate u has likelihood
+    1 / |hide-ball of u|). With the user's ``location``, the estimate's error (km) is added."""
     Dv = haversine_km(world.latlon[:, None, :], world.latlon[req.columns][None, :, :])  # (K, o)
     located = np.full(req.n, -1)
     for i in range(req.n):
@@ -171,13 +174,35 @@ def column_inference(req: ObfuscationRequest, world: World, gamma: float, Gamma:
             located[i] = cand[0]
     share = float(np.mean(located >= 0))
     centres: list[int] = []
+    users: list[int] = []
     if np.all(located >= 0):
         N = set(located.tolist())
+        R = params.lr_radius
         for c in located:
-            D = geo_ind_path_distance(world, gamma, int(c), Gamma)
-            if set(np.flatnonzero(D <= Gamma).tolist()) == N:
+            D = geo_ind_path_distance(world, params.gamma, int(c), R)
+            if set(np.flatnonzero(D <= R).tolist()) == N:
                 centres.append(int(c))
-    return {"rows_located": share, "candidate_locations": centres}
+        if params.hide > 0:
+            near = set()
+            for c in centres:
+                near |= set(np.flatnonzero(geo_ind_path_distance(world, params.gamma, c, params.hide)
+                                           <= params.hide).tolist())
+            users = sorted(near)
+        else:
+            users = list(centres)
+    out: dict[str, Any] = {"rows_located": share, "candidate_centres": centres, "candidate_locations": users}
+    if users:
+        if params.hide > 0:
+            size = [int(np.count_nonzero(geo_ind_path_distance(world, params.gamma, u, params.hide) <= params.hide))
+                    for u in users]
+            best = users[int(np.argmin(size))]
+        else:
+            best = users[0]
+        out["estimate"] = best
+        if location is not None:
+            out["error_km"] = float(world.haversine[best, location])
+            out["located"] = users == [location]
+    return out
 
 
 # ------------------------------------------------------------------- one round
@@ -209,15 +234,20 @@ def measure_round(rnd: "LRGeoRound") -> dict[str, Any]:
     v = violations(world, [u.lr for u in us], [m.matrix for m in mechs], params.epsilon, params.gamma)
     rep.update(v.summary())
     counts = []
-    located = []
+    located, candidates, errors = [], [], []
     for u in us:
         req = server.requests[u.name]
         tr = server.table_rows(*server.circles[u.name])
         counts.append(table_inference(req, tr.pair_beta, server.table.snap_max_km))
-        ci = column_inference(req, world, params.gamma, params.Gamma)
-        located.append(ci["rows_located"] == 1.0 and ci["candidate_locations"] == [u.location])
+        ci = column_inference(req, world, params, u.location)
+        located.append(bool(ci.get("located", False)))
+        candidates.append(len(ci["candidate_locations"]))
+        errors.append(ci.get("error_km", math.nan))
     allc = np.concatenate(counts)
     rep["table_inference_mean_rows"] = float(allc.mean()) if len(allc) else 0.0
     rep["table_inference_min_rows"] = int(allc.min()) if len(allc) else 0
     rep["users_located_by_columns"] = float(np.mean(located))
+    rep["server_candidates_mean"] = float(np.mean(candidates))
+    rep["server_estimate_error_km"] = float(np.nanmean(errors)) if not np.all(np.isnan(errors)) else math.nan
+    rep["hide"] = params.hide
     return rep

@@ -17,9 +17,10 @@ global location of every column (``columns``) next to the distances ``D_NO`` fro
 location to those columns. The locations of V are public, so three columns with their
 distances pin every LR row down (trilateration): the server learns the LR set N_m exactly,
 and N_m is the Gamma-ball of the user's location in the Geo-Ind graph, whose centre is usually
-unique. :func:`scaledp.mechanisms.lrgeo.metrics.column_inference` measures this; the paper's
+unique. :func:`scaledp.lrgeo.measures.column_inference` measures this; the paper's
 own inference metric (reference-table rows consistent with each uploaded cost, section 4.7) is
-:func:`scaledp.mechanisms.lrgeo.metrics.table_inference`. The location the user finally
+:func:`scaledp.lrgeo.measures.table_inference`. ``LRGeoParams.hide`` is the remedy: the LR set
+is centred on a location drawn near the user, so the server learns only that centre. The location the user finally
 *reports* is still drawn from a Geo-Ind mechanism; what the protocol leaks is to the server
 that computes the matrix, which the paper assumes is not malicious (section 2.1).
 """

@@ -46,6 +46,12 @@ class LRGeoParams:
         r_obf: obfuscation range; entries beyond it are y'_k.
         r_exp: entries farther than r_exp follow the exponential mechanism (<= r_obf).
         cell: reference table cell size.
+        hide: 0 (the paper): the LR set is the Gamma-ball of the user's location, whose centre
+            the server finds from the uploaded columns and distances (it locates every user).
+            > 0: the LR set is the (Gamma + hide)-ball of a location drawn uniformly within
+            ``hide`` of the user's (path distance in the Geo-Ind graph); it still holds the
+            user's Gamma-ball, and the server learns only that centre, so every location
+            within ``hide`` of it could be the user's. Larger LR sets are the price.
     """
 
     epsilon: float
@@ -54,6 +60,7 @@ class LRGeoParams:
     r_obf: float
     r_exp: float
     cell: float
+    hide: float = 0.0
 
     def __post_init__(self) -> None:
         V.positive_float("epsilon", self.epsilon)
@@ -62,6 +69,7 @@ class LRGeoParams:
         V.positive_float("r_obf", self.r_obf)
         V.nonneg_float("r_exp", self.r_exp)
         V.positive_float("cell (reference table cell size)", self.cell)
+        V.nonneg_float("hide", self.hide)
         if math.isfinite(self.gamma) and self.Gamma < self.gamma:
             raise ValueError(f"Gamma ({self.Gamma}) must be >= gamma ({self.gamma}): the LR set must "
                              "contain the user's Geo-Ind neighbours")
@@ -73,8 +81,13 @@ class LRGeoParams:
                              "beyond what HiGHS accepts; lower epsilon or r_obf")
 
     @property
+    def lr_radius(self) -> float:
+        """The radius of the LR set around its centre: Gamma, plus ``hide``."""
+        return self.Gamma + self.hide
+
+    @property
     def circle_radius(self) -> float:
-        return 2.0 * self.Gamma + self.r_obf
+        return 2.0 * self.lr_radius + self.r_obf
 
     @property
     def table_band(self) -> float:
@@ -115,8 +128,13 @@ class LRGeoUser:
         self.location = V.int_in_range("location", location, 0, world.K - 1)
         self.name = name or f"user-{location}"
         self.rng = as_generator(rng)
-        D = geo_ind_path_distance(world, params.gamma, self.location, params.Gamma)
-        lr = np.flatnonzero(D <= params.Gamma)
+        self.centre = self.location
+        if params.hide > 0:   # a decoy centre within hide of the location (see LRGeoParams.hide)
+            near = np.flatnonzero(geo_ind_path_distance(world, params.gamma, self.location, params.hide)
+                                  <= params.hide)
+            self.centre = int(self.rng.choice(near))
+        D = geo_ind_path_distance(world, params.gamma, self.centre, params.lr_radius)
+        lr = np.flatnonzero(D <= params.lr_radius)
         if len(lr) < 2:
             raise ValueError(f"{self.name}: the LR set has a single location (Gamma={params.Gamma:g} km is "
                              "below the distance to every neighbour); raise Gamma")
