@@ -320,3 +320,14 @@ def test_hidden_centre_keeps_the_server_from_locating_users(city, params, table)
         ci = column_inference(rnd.server.requests[u.name], city, hidden, u.location)
         assert u.location in ci["candidate_locations"] and ci["candidate_centres"] == [u.centre]
     assert sum(u.n for u in rnd.users) > sum(base["lr_set_sizes"])
+
+
+def test_relaxed_lower_bound_survives_ratios_beyond_floats_reach():
+    """At the paper's 10 per km with 3.6 km neighbours exp(eps d) is 4e15; such pairs are left
+    out (a relaxation), so the bound stays valid instead of HiGHS calling the LP infeasible."""
+    D = np.array([[0.0, 3.6, 7.2], [3.6, 0.0, 3.6], [7.2, 3.6, 0.0]])
+    c = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]]) / 3
+    lb, _ = relaxed_lower_bound(D, 4.0, 10.0, c, np.arange(3))
+    assert 0.0 <= lb <= 1e-9          # every row may keep its own location: cost 0
+    lb1, _ = relaxed_lower_bound(D, 4.0, 0.2, c, np.arange(3))
+    assert lb1 > 0.05                 # a small epsilon keeps the pairs and forces spreading
