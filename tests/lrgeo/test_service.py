@@ -43,8 +43,7 @@ def _enrol(sched, world, params, location, seed):
 
 
 def test_a_round_closes_on_size_and_every_user_gets_a_certified_matrix(world, params):
-    sched = RoundScheduler(world, params, limits=Limits(round_users=3, round_wait=30.0))
-    try:
+    with RoundScheduler(world, params, limits=Limits(round_users=3, round_wait=30.0)) as sched:
         users = [_enrol(sched, world, params, loc, s) for s, loc in enumerate((3, 14, 30))]
         for u in users:
             state, body = sched.result(u.name, wait=20.0)
@@ -56,13 +55,10 @@ def test_a_round_closes_on_size_and_every_user_gets_a_certified_matrix(world, pa
         rec = sched.stats()["rounds"]
         assert len(rec) == 1 and rec[0]["users"] == 3 and rec[0]["closed_by"] == "size"
         assert not sched.server.requests and not sched.server.circles
-    finally:
-        sched.close()
 
 
 def test_a_round_closes_on_time_without_the_users_who_left(world, params):
-    sched = RoundScheduler(world, params, limits=Limits(round_users=4, round_wait=0.5))
-    try:
+    with RoundScheduler(world, params, limits=Limits(round_users=4, round_wait=0.5)) as sched:
         a = _enrol(sched, world, params, 7, 1)
         b = _enrol(sched, world, params, 20, 2)
         left = LRGeoUser(world, 25, params, rng=3)    # asks for its table, never uploads
@@ -72,13 +68,10 @@ def test_a_round_closes_on_time_without_the_users_who_left(world, params):
             assert sched.result(u.name, wait=10.0)[0] == "done"
         assert time.monotonic() - t0 < 5.0
         assert sched.stats()["rounds"][0]["closed_by"] == "time"
-    finally:
-        sched.close()
 
 
 def test_a_bad_message_is_refused_and_changes_nothing(world, params):
-    sched = RoundScheduler(world, params, limits=Limits(round_users=2, round_wait=30.0))
-    try:
+    with RoundScheduler(world, params, limits=Limits(round_users=2, round_wait=30.0)) as sched:
         a = _enrol(sched, world, params, 8, 4)
         before = dict(sched.server.requests)
         u = LRGeoUser(world, 27, params, name="unassigned", rng=5)
@@ -96,13 +89,10 @@ def test_a_bad_message_is_refused_and_changes_nothing(world, params):
         assert sched.server.requests == before and sched.stats()["users_in_flight"] == {"waiting": 1, "table": 1}
         sched.upload(u.name, json.dumps(req))                                # the real one closes the round
         assert sched.result(a.name, wait=20.0)[0] == "done" and sched.result(u.name, wait=20.0)[0] == "done"
-    finally:
-        sched.close()
 
 
 def test_users_in_flight_are_bounded_and_unknown_ids_explained(world, params):
-    sched = RoundScheduler(world, params, limits=Limits(round_users=10, round_wait=30.0, max_pending=2))
-    try:
+    with RoundScheduler(world, params, limits=Limits(round_users=10, round_wait=30.0, max_pending=2)) as sched:
         u = LRGeoUser(world, 5, params, rng=6)
         sched.table(u.table_request().to_json())
         sched.table(u.table_request().to_json())
@@ -110,8 +100,6 @@ def test_users_in_flight_are_bounded_and_unknown_ids_explained(world, params):
             sched.table(u.table_request().to_json())
         with pytest.raises(UnknownUser, match="restarted"):
             sched.result("u-0000")
-    finally:
-        sched.close()
 
 
 # ----------------------------------------------------------- a real server

@@ -105,10 +105,11 @@ def match_tight(space: Space, method: str, target: float, options: dict[str, Any
     trials: list[tuple[float, float, SolveResult]] = []
 
     def measure(eps: float) -> float:
-        res = solve_one(space.with_epsilon(eps), method, opts)
-        tight = compare_row(space.with_epsilon(eps), res, delta=delta, distance=D).epsilon_tight
-        trials.append((eps, float(tight), res))
-        return float(tight)
+        at = space.with_epsilon(eps)
+        res = solve_one(at, method, opts)
+        tight = float(compare_row(at, res, delta=delta, distance=D).epsilon_tight)
+        trials.append((eps, tight, res))
+        return tight
 
     def done(tight: float) -> bool:
         return abs(tight - target) <= rtol * target

@@ -400,7 +400,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
         prev = run.prev
         if prev is not None and prev[1] - 1.0 <= 1e-9:
             sweep.append({"lambda": lam, "worst_case_loss": sweep[-1]["worst_case_loss"],
-                          "quantile_loss": sweep[-1]["quantile_loss"], "lp_objective": sweep[-1]["lp_objective"], "iterations": 0,
+                          "quantile_loss": sweep[-1]["quantile_loss"], "lp_objective": sweep[-1]["lp_objective"],
+                          "iterations": 0,
                           "reused": f"rows of the lambda={prev[0]} optimum sum to 1"})
             report(progress, "lambda", f"lambda={lam}: the lambda={prev[0]} optimum has stochastic rows, "
                    "so it is optimal here too")
@@ -422,11 +423,12 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
             raise SolverLimitError("ConstOPTMech LP returned a row of zeros (solver failure)")
         H = M / rowsum[:, None]
         worst = worst_case_loss(H, space.cost)   # before certification; the winner is certified below
-        loss = worst if select == "worst" else quantile_loss(H, space.cost, q)
-        sweep.append({"lambda": lam, "worst_case_loss": worst, "quantile_loss": quantile_loss(H, space.cost, q),
+        quant = quantile_loss(H, space.cost, q)
+        loss = worst if select == "worst" else quant
+        sweep.append({"lambda": lam, "worst_case_loss": worst, "quantile_loss": quant,
                       "lp_objective": float(sol.objective), "iterations": sol.iterations, "warm_start": bool(warm),
                       "kind3_rows_used": len(run.active)})
-        report(progress, "lambda", f"lambda={lam}: worst-case loss {worst:.6g}, L_{q:g} {sweep[-1]['quantile_loss']:.6g} "
+        report(progress, "lambda", f"lambda={lam}: worst-case loss {worst:.6g}, L_{q:g} {quant:.6g} "
                f"({len(run.active)} free-free rows were needed)")
         if best is None or loss < best[0]:
             best = (loss, H, lam)

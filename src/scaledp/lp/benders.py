@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -87,7 +87,8 @@ def elastic(spec: BlockSpec, rows: np.ndarray, signs: np.ndarray, price: float, 
     S = sp.csr_matrix((np.asarray(signs, dtype=np.float64), (rows, np.arange(ns))), shape=(spec.W.shape[0], ns))
     return BlockSpec(c=np.r_[spec.c, np.full(ns, float(price))], W=sp.hstack([spec.W, S], format="csr"),
                      lo=spec.lo, up=spec.up, T=spec.T, coupling=spec.coupling,
-                     x_lo=np.r_[spec.x_lo, np.zeros(ns)], x_up=np.r_[spec.x_up, np.broadcast_to(np.asarray(slack_up, dtype=np.float64), (ns,))],
+                     x_lo=np.r_[spec.x_lo, np.zeros(ns)],
+                     x_up=np.r_[spec.x_up, np.broadcast_to(np.asarray(slack_up, dtype=np.float64), (ns,))],
                      n_slack=spec.n_slack + ns, value_lo=value_lo)
 
 
@@ -217,6 +218,14 @@ def _left(deadline: float) -> float | None:
     return None if math.isinf(deadline) else max(1e-3, deadline - time.perf_counter())
 
 
+def solve_in_turn(calls: Iterable[tuple[BlockSolver, np.ndarray, float]], time_limit: float | None = None
+                  ) -> list[BlockResult]:
+    """Solve blocks ``(solver, y_coupled, theta)`` one after another, all within ``time_limit``
+    seconds of wall-clock time (each gets what the earlier ones left)."""
+    deadline = math.inf if time_limit is None else time.perf_counter() + time_limit
+    return [solver.solve(y, theta, _left(deadline)) for solver, y, theta in calls]
+
+
 # ------------------------------------------------------------------- executors
 class Runner(Protocol):
     """Runs every block for a given ``y``; the answer must not depend on the executor."""
@@ -234,12 +243,7 @@ class SerialRunner:
         self.solvers = [BlockSolver(i, b, tolerance) for i, b in enumerate(blocks)]
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
-        deadline = None if time_limit is None else time.perf_counter() + time_limit
-        out = []
-        for s in self.solvers:
-            left = None if deadline is None else max(1e-3, deadline - time.perf_counter())
-            out.append(s.solve(y[s.spec.coupling], float(theta[s.index]), left))
-        return out
+        return solve_in_turn(((s, y[s.spec.coupling], float(theta[s.index])) for s in self.solvers), time_limit)
 
     def close(self) -> None:
         self.solvers = []

@@ -12,14 +12,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import threading
-import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from .._optional import require
-from .benders import BlockResult, BlockSolver, BlockSpec, SerialRunner
+from .benders import BlockResult, BlockSolver, BlockSpec, SerialRunner, solve_in_turn
 
 EXECUTORS = ("serial", "process", "dask")
 
@@ -43,12 +42,7 @@ class BlockGroup:
         self.solvers = {i: BlockSolver(i, spec, tolerance) for i, spec in items}
 
     def solve(self, payload: dict[int, tuple[np.ndarray, float]], time_limit: float | None = None) -> list[BlockResult]:
-        deadline = None if time_limit is None else time.perf_counter() + time_limit
-        out = []
-        for i, (y, th) in payload.items():
-            left = None if deadline is None else max(1e-3, deadline - time.perf_counter())
-            out.append(self.solvers[i].solve(y, th, left))
-        return out
+        return solve_in_turn(((self.solvers[i], y, th) for i, (y, th) in payload.items()), time_limit)
 
 
 @contextmanager

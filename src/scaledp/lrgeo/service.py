@@ -180,6 +180,12 @@ class RoundScheduler:
             self._cv.notify_all()
         self._worker.join(timeout=10)
 
+    def __enter__(self) -> "RoundScheduler":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ------------------------------------------------------------ internals
     def _user(self, uid: str) -> _User:
         u = self._users.get(uid)

@@ -146,9 +146,10 @@ def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: in
         ycol = (cpos[b_bnd][:, None] * K + k[None, :])
         wv = np.stack([np.broadcast_to(1 / f[:, None], (E, K)), -np.broadcast_to(f[:, None], (E, K))], axis=1)
         tv = np.stack([-np.ones((E, K)), np.ones((E, K))], axis=1)
-        W_parts.append(sp.csr_matrix((wv.reshape(-1), (r.reshape(-1), np.repeat(xcol[:, None, :], 2, axis=1).reshape(-1))),
+        rows = r.reshape(-1)
+        W_parts.append(sp.csr_matrix((wv.reshape(-1), (rows, np.repeat(xcol[:, None, :], 2, axis=1).reshape(-1))),
                                      shape=(2 * E * K, len(X) * K)))
-        T_parts.append(sp.csr_matrix((tv.reshape(-1), (r.reshape(-1), np.repeat(ycol[:, None, :], 2, axis=1).reshape(-1))),
+        T_parts.append(sp.csr_matrix((tv.reshape(-1), (rows, np.repeat(ycol[:, None, :], 2, axis=1).reshape(-1))),
                                      shape=(2 * E * K, nC * K)))
         lo_parts.append(np.full(2 * E * K, -INF))
         up_parts.append(np.zeros(2 * E * K))
@@ -279,11 +280,16 @@ class _Repair:
         self.space, self.dec, self.C, self.edges, self.dist = space, dec, C, edges, dist
 
     def __call__(self, y: np.ndarray, results: Sequence[BlockResult]) -> tuple[float, np.ndarray, list[np.ndarray]]:
-        dec, eps = self.dec, self.space.epsilon
-        Z = assemble(dec, self.space.n_records, y, [r.x for r in results])
-        Zc, _ = certify(Z, eps, *self.space.neighbor_pairs)
-        xs = [np.r_[Zc[X].ravel(), np.zeros(b.n_slack)] for X, b in zip(dec.internal, dec.blocks)]
-        return float(np.sum(self.C * Zc)), Zc[dec.boundary].ravel(), xs
+        Z = assemble(self.dec, self.space.n_records, y, [r.x for r in results])
+        return _certified_point(self.space, self.dec, self.C, Z)
+
+
+def _certified_point(space: Space, dec: PMODecomposition, C: np.ndarray, Z: np.ndarray
+                     ) -> tuple[float, np.ndarray, list[np.ndarray]]:
+    """``Z`` certified, as a point ``(value, y, xs)`` of the decomposition (slacks at 0)."""
+    Zc, _ = certify(Z, space.epsilon, *space.neighbor_pairs)
+    xs = [np.r_[Zc[X].ravel(), np.zeros(b.n_slack)] for X, b in zip(dec.internal, dec.blocks)]
+    return float(np.sum(C * Zc)), Zc[dec.boundary].ravel(), xs
 
 
 def _start(space: Space, dec: PMODecomposition, C: np.ndarray, edges: np.ndarray, dist: np.ndarray
@@ -294,9 +300,7 @@ def _start(space: Space, dec: PMODecomposition, C: np.ndarray, edges: np.ndarray
     eps = 10 per km: 5e-6 above the optimum), and it is the in-out stabilisation's first core."""
     Z0 = np.zeros_like(C)
     Z0[np.arange(len(C)), np.argmin(C, axis=1)] = 1.0
-    Zc, _ = certify(mdp_lift(Z0, space.epsilon, edges, dist), space.epsilon, *space.neighbor_pairs)
-    xs = [np.r_[Zc[X].ravel(), np.zeros(b.n_slack)] for X, b in zip(dec.internal, dec.blocks)]
-    return float(np.sum(C * Zc)), Zc[dec.boundary].ravel(), xs
+    return _certified_point(space, dec, C, mdp_lift(Z0, space.epsilon, edges, dist))
 
 
 #: the fields of a round's record that are in units of the objective

@@ -39,6 +39,26 @@ def _matrix_cost_edges(matrix: np.ndarray, cost: np.ndarray, edges: np.ndarray
     return Z, C, np.asarray(edges, dtype=np.int64).reshape(-1, 2)
 
 
+def _lower_along_edges(L: np.ndarray, edges: np.ndarray, weight: np.ndarray, max_sweeps: int) -> np.ndarray:
+    """``L`` (log entries, one row per record; changed in place) with each entry lowered to
+    ``min_j L[j] + weight(i, j)`` over its neighbours j on the undirected ``edges``, repeated
+    until nothing falls (at most ``max_sweeps`` vectorised passes over the edges): the
+    shortest-path closure that both :func:`mdp_envelope` and :func:`mdp_lift` need. Infinite
+    entries stay infinite under ``+ weight``."""
+    src, dst = np.r_[edges[:, 0], edges[:, 1]], np.r_[edges[:, 1], edges[:, 0]]
+    w = np.r_[weight, weight][:, None]
+    order = np.argsort(dst, kind="stable")
+    src, dst, w = src[order], dst[order], w[order]
+    targets, starts = np.unique(dst, return_index=True)
+    for _ in range(max_sweeps):
+        best = np.minimum.reduceat(L[src] + w, starts, axis=0)
+        lower = best < L[targets]
+        if not lower.any():
+            break
+        L[targets] = np.where(lower, best, L[targets])
+    return L
+
+
 def mdp_envelope(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray, *,
                  normalise: bool = True, max_sweeps: int | None = None) -> np.ndarray:
     """The largest matrix below ``Y`` whose columns satisfy epsilon-mDP on ``edges``, where
@@ -69,20 +89,8 @@ def mdp_envelope(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_dis
         Y = Y / np.where(r > 0, r, 1.0)[:, None]
     if len(E) == 0:
         return Y
-    src, dst = np.r_[E[:, 0], E[:, 1]], np.r_[E[:, 1], E[:, 0]]
-    w = (eps * np.r_[d, d])[:, None]
-    order = np.argsort(dst, kind="stable")
-    src, dst, w = src[order], dst[order], w[order]
-    targets, starts = np.unique(dst, return_index=True)
     with np.errstate(divide="ignore"):
-        LY = np.log(Y)                               # 0 -> -inf, which stays -inf under + w
-    for _ in range(n if max_sweeps is None else int(max_sweeps)):
-        best = np.minimum.reduceat(LY[src] + w, starts, axis=0)
-        lower = best < LY[targets]
-        if not lower.any():
-            break
-        LY[targets] = np.where(lower, best, LY[targets])
-    return np.exp(LY)
+        return np.exp(_lower_along_edges(np.log(Y), E, eps * d, n if max_sweeps is None else int(max_sweeps)))
 
 
 def mdp_lift(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray, *,
@@ -101,20 +109,10 @@ def mdp_lift(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distanc
     Y = np.maximum(Y, 0.0)
     if len(E) == 0:
         return Y
-    src, dst = np.r_[E[:, 0], E[:, 1]], np.r_[E[:, 1], E[:, 0]]
-    w = (eps * np.r_[d, d])[:, None]
-    order = np.argsort(dst, kind="stable")
-    src, dst, w = src[order], dst[order], w[order]
-    targets, starts = np.unique(dst, return_index=True)
+    # raising log entries to max_j (LY_j - w_ij) is lowering their negatives to min_j (-LY_j + w_ij)
+    sweeps = Y.shape[0] if max_sweeps is None else int(max_sweeps)
     with np.errstate(divide="ignore"):
-        LY = np.log(Y)                               # 0 -> -inf, which stays -inf under - w
-    for _ in range(Y.shape[0] if max_sweeps is None else int(max_sweeps)):
-        best = np.maximum.reduceat(LY[src] - w, starts, axis=0)
-        higher = best > LY[targets]
-        if not higher.any():
-            break
-        LY[targets] = np.where(higher, best, LY[targets])
-    return np.exp(LY)
+        return np.exp(-_lower_along_edges(-np.log(Y), E, eps * d, sweeps))
 
 
 def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.ndarray,
