@@ -156,6 +156,23 @@ def test_benders_matches_monolithic_and_matrices_pass_the_audit(city, params, ta
         np.testing.assert_allclose(mech.matrix.sum(axis=1), 1.0, atol=1e-9)
 
 
+def test_benders_solves_the_paper_epsilon_without_fallback(city):
+    """At the paper's 10/km (12 per cell) y' is about 2e-9 and cuts on it never exceeded HiGHS's
+    tolerances; in the scaled master u = H y' with the uniform core as start, Benders reaches the
+    monolithic optimum itself, and every matrix passes the exact audit."""
+    P = LRGeoParams.scaled(city.cell, eps_cell=12.0, table_cells=0.25)
+    srv, users = _setup(city, P, build_table(city, P.cell, P.table_band), [9, 27, 45, 60])
+    rb, ib = srv.solve(method="benders", gap=1e-3, fallback=False)
+    _, im = srv.solve(method="monolithic")
+    assert ib.method == "benders" and ib.status == "optimal" and ib.gap <= 1e-3
+    assert im.lower_bound * (1 - 1e-6) <= ib.upper_bound <= im.upper_bound * (1 + 1e-3)
+    assert ib.lower_bound <= im.upper_bound * (1 + 1e-9)
+    for u in users:
+        mech, _ = u.mechanism(rb[u.name])
+        E, d = u.lr_pairs()
+        assert verify(mech.matrix, P.epsilon, E, d).passed
+
+
 def test_user_mechanisms_pass_the_common_checks(city, params, table, tmp_path):
     """Probabilities, exact Geo-Ind on the LR pairs, save/load with audit, sampling. LR-Geo
     matrices cover a user's LR rows, not a whole Space, so the checks run on those pairs;

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..datasets.city import World
-from ..lp.benders import BlockSpec, MasterSpec, benders
+from ..lp.benders import BlockSolver, BlockSpec, MasterSpec, benders
 from ..lp.bounds import lagrangian_bound
 from ..lp.highs import INF, HighsLP
 from ..lp.outcome import SolverLimitError, relative_gap
@@ -53,8 +53,9 @@ class UserBlock:
     alpha: np.ndarray  # (K,) this user's master cost on y'
 
 
-def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarray) -> UserBlock:
-    """Subproblem of one user (see the module docstring) and its master cost vector."""
+def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarray, H: np.ndarray) -> UserBlock:
+    """Subproblem of one user (see the module docstring) and its master cost vector, in the
+    master's variables u_k = H_k y'_k (:func:`column_scale`)."""
     n, o = req.D_NO.shape
     cols = req.columns
     D = req.D_NO
@@ -107,6 +108,7 @@ def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarra
     nrow = r0
     W = sp.csr_matrix((np.concatenate(W_vals), (np.concatenate(W_rows), np.concatenate(W_cols))), shape=(nrow, nx))
     T = sp.csr_matrix((np.concatenate(Tv), (np.concatenate(Ti), np.concatenate(Tj))), shape=(nrow, o + 1))
+    T = sp.csr_matrix(T @ sp.diags(np.append(1.0 / H[cols], 1.0)))   # y'_k = u_k / H_k; S stays
     T.eliminate_zeros()
     # row scaling (largest coefficient 1): Geo-Ind rows carry exp(eps d) h, up to 1e7 and more
     scale = np.maximum(abs(W).max(axis=1).toarray().ravel(), abs(T).max(axis=1).toarray().ravel())
@@ -124,10 +126,55 @@ def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarra
     return UserBlock(request=req, spec=spec, free_rows=fr, free_cols=fc, alpha=alpha)
 
 
-def master_spec(K: int, alpha: np.ndarray) -> MasterSpec:
-    A = sp.csr_matrix(np.append(-np.ones(K), 1.0)[None, :])
-    return MasterSpec(c=np.append(alpha, 0.0), A=A, r_lo=np.zeros(1), r_up=np.zeros(1),
-                      y_lo=np.zeros(K + 1), y_up=np.append(np.ones(K), float(K)))
+def column_scale(requests: list[ObfuscationRequest], P: LRGeoParams, K: int) -> np.ndarray:
+    """H_k: the largest coefficient h_ik of y'_k in any user's rows (1 for a column in no
+    obfuscation range). The master holds u_k = H_k y'_k: the largest entry of column k, a
+    probability, hence in [0, 1]. In y' itself (entries beyond r_obf) the values are
+    exp(-eps r_obf / 2) times smaller, about 2e-9 at the paper's eps x r_obf = 40, below every
+    HiGHS tolerance: cuts on y' could never be violated by more than that, and Benders stalled."""
+    H = np.ones(K)
+    for req in requests:
+        np.maximum.at(H, req.columns, exp_factor(req.D_NO, P).max(axis=0))
+    return H
+
+
+def master_spec(alpha: np.ndarray, H: np.ndarray) -> MasterSpec:
+    """min alpha' y' over u = H y' in [0, 1] and S = sum_k y'_k (S kept in y'; see :func:`column_scale`)."""
+    K = len(H)
+    A = sp.csr_matrix(np.append(-1.0 / H, 1.0)[None, :])
+    return MasterSpec(c=np.append(alpha / H, 0.0), A=A, r_lo=np.zeros(1), r_up=np.zeros(1),
+                      y_lo=np.zeros(K + 1), y_up=np.append(np.ones(K), float(np.sum(1.0 / H))))
+
+
+def core_point(blocks: list[UserBlock], P: LRGeoParams, H: np.ndarray) -> np.ndarray:
+    """A master point (u = H y', S) where every user's block is feasible: y'_k = c for every k.
+
+    With y' = c everywhere, every entry beyond r_exp is c h_ik, and setting each free entry to
+    t_i c h_ik with one factor t_i >= 1 per row satisfies Geo-Ind on every pair (h is
+    exp(-eps min(d, r_obf) / 2) up to a constant, so h_ik / h_jk <= exp(eps d_ij / 2)) as long
+    as the t_i of neighbouring rows differ by at most exp(eps d_ij / 2). The rows sum to 1 with
+    t_i >= 1 when c <= 1 / max_i sum_k h_ik (every column, h = 1 beyond the range). That c makes
+    the rows with the largest sum exactly the exponential mechanism and gives the others a
+    t_i above 1; the blocks, solved at this point, choose their own free entries. This is the
+    first upper bound of the Benders solve and the core of its in-out stabilisation."""
+    K = len(H)
+    total = max(float((exp_factor(b.request.D_NO, P).sum(axis=1) + (K - len(b.request.columns))).max())
+                for b in blocks)
+    c = 1.0 / total
+    return np.append(c * H, c * K)
+
+
+def block_start(master: MasterSpec, specs: list[BlockSpec], y: np.ndarray
+                ) -> tuple[float, np.ndarray, list[np.ndarray]] | None:
+    """``(value, y, xs)`` when every block is feasible at ``y`` (a Benders start), else None."""
+    value, xs = float(master.c @ y), []
+    for i, spec in enumerate(specs):
+        r = BlockSolver(i, spec).solve(y[spec.coupling], -INF)
+        if not r.feasible:
+            return None
+        value += r.value
+        xs.append(r.x)
+    return value, y, xs
 
 
 @dataclass
@@ -248,9 +295,10 @@ class LRGeoServer:
         if not names:
             raise ValueError("no user requests to solve")
         K = self.world.K
-        blocks = [build_block(self.requests[u], self.params, K, self.outside_cost(u)) for u in names]
+        H = column_scale([self.requests[u] for u in names], self.params, K)
+        blocks = [build_block(self.requests[u], self.params, K, self.outside_cost(u), H) for u in names]
         alpha = np.sum([b.alpha for b in blocks], axis=0)
-        return master_spec(K, alpha), blocks
+        return master_spec(alpha, H), blocks, H
 
     def solve(self, *, method: str = "benders", gap: float = 1e-4, time_limit: float | None = None,
               max_iterations: int = 100, progress: Progress | None = None,
@@ -265,14 +313,16 @@ class LRGeoServer:
         if not gap > 0:
             raise ValueError(f"gap must be > 0, got {gap}")
         t0 = time.perf_counter()
-        master, ublocks = self.build()
+        master, ublocks, H = self.build()
         specs = [b.spec for b in ublocks]
         if method == "monolithic":
             y, xs, info = solve_whole(master, specs, time_limit=time_limit)
         else:
+            core = core_point(ublocks, self.params, H)
+            start = block_start(master, specs, core)
             try:
                 out = benders(master, specs, gap=gap, max_iterations=max_iterations, time_limit=time_limit,
-                              progress=progress)
+                              progress=progress, start=start, core=None if start is None else core)
             except RuntimeError as exc:   # a subproblem HiGHS could not solve (badly scaled, large eps)
                 if not fallback:
                     raise
@@ -297,7 +347,7 @@ class LRGeoServer:
                                  time.perf_counter() - t0, out.history)
         info.seconds = time.perf_counter() - t0
         K = self.world.K
-        yk = np.clip(y[:K], 0.0, None)
+        yk = np.clip(y[:K], 0.0, None) / H
         resp = {}
         for b, x in zip(ublocks, xs):
             req = b.request
