@@ -16,6 +16,17 @@ from trivial.
     python -m benchmarks.paper003.tables --part scaling --dataset helsinki
     python -m benchmarks.paper003.tables --part privacy --dataset helsinki
     python -m benchmarks.paper003.tables --part remedy --dataset helsinki
+
+``--settings paper`` runs the paper's own parameters instead (eps 10 per km, Gamma 20 km,
+r_obf 4 km, 0.1 km table cells; :meth:`LRGeoParams.paper`), meant for ``--dataset romecity``
+(a generated city at Rome's scale, 40 x 40 cells of 1.2 km, as the paper's grid), and puts the
+paper's reported numbers beside ours; ``--part bounds`` is Figure 10 (approximation ratio
+against Gamma and against the table cell size):
+
+    python -m benchmarks.paper003.tables --settings paper --dataset romecity --part table
+    python -m benchmarks.paper003.tables --settings paper --dataset romecity --part scaling
+    python -m benchmarks.paper003.tables --settings paper --dataset romecity --part privacy
+    python -m benchmarks.paper003.tables --settings paper --dataset romecity --part bounds
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ import time
 
 import numpy as np
 
-from scaledp.datasets.city import grid_city, helsinki
+from scaledp.datasets.city import grid_city, helsinki, load_world
 from scaledp.experiments.instances import data_dir
 from scaledp.experiments.lrgeo import run_baseline
 from scaledp.lrgeo.measures import measure_round
@@ -40,66 +51,127 @@ DATA = data_dir() / "helsinki"
 SHAPES = {100: (10, 10), 200: (10, 20), 300: (15, 20), 400: (20, 20), 800: (20, 40), 1200: (30, 40), 1600: (40, 40)}
 
 
+#: paper 003's reported numbers (Tables 1-2: LR-Geo, LR-Geo-F, LP, ConstOPT seconds and costs
+#: in km, Laplace and ExpMech costs, the lower bound and the approximation ratio, at K = 100-400;
+#: Figures 9-13 as stated in its text)
+PAPER = {
+    "seconds": {"lrgeo": [1.28, 1.42, 1.34, 1.20], "lrgeo_f": [1.63, 2.14, 2.42, 3.56],
+                "lp": [27.31, 287.50, ">=1800", ">=1800"], "constopt": [3.69, 75.88, ">=1800", ">=1800"],
+                "laplace": ["<=0.005"] * 4, "expmech": ["<=0.005"] * 4},
+    "cost": {"lrgeo": [0.36, 0.36, 0.35, 0.37], "lrgeo_f": [0.38, 0.36, 0.38, 0.40], "lp": [0.33, 0.33, None, None],
+             "constopt": [0.35, 0.34, None, None], "laplace": [0.81, 0.78, 0.80, 0.79],
+             "expmech": [0.67, 0.64, 0.68, 0.70]},
+    "lower_bound": [0.29, 0.30, 0.31, 0.30], "ratio": [1.24, 1.2, 1.13, 1.23],
+    "fig9": "up to 1.8 s for K = 100-1,600 (4 users); rising with users 2-10",
+    "fig11": "GV ratio at most 0.13%", "fig12": "Geo-Ind error up to 0.021",
+    "fig13": "102.98 table rows per uploaded coefficient on average (0.1 km cells)",
+    "fig10": "ratio falls 34.72% from Gamma 10 to 20 km, 0.79% more to 50 km; stable up to 0.2 km cells",
+}
+PAPER_K = [100, 200, 300, 400]
+
+
 def base_world(name: str):
     if name == "helsinki":
         if not (DATA / "helsinki_walking_nodes.csv").is_file():
             sys.exit(f"Helsinki data not found in {DATA}; use --dataset gridcity")
         return helsinki(DATA)
+    if name == "romecity":
+        return load_world("romecity", 40, 40)
     return grid_city(40, 40, cell_km=0.25, seed=0)
 
 
-def params_for(world, eps_cell: float, lrgeo_f: bool = False) -> LRGeoParams:
-    return LRGeoParams.scaled(world.cell, eps_cell=eps_cell, lrgeo_f=lrgeo_f)
+def params_for(world, a, lrgeo_f: bool = False, **over) -> LRGeoParams:
+    """The paper's parameters (``--settings paper``) or the scaled ones at ``--eps-cell``, with
+    ``over`` (LRGeoParams fields) replacing some."""
+    if a.settings == "paper":
+        P = LRGeoParams.paper(world.cell)
+        fields = {**P.__dict__, **({"gamma": float("inf")} if lrgeo_f else {}), **over}
+        return LRGeoParams(**fields)
+    P = LRGeoParams.scaled(world.cell, eps_cell=a.eps_cell, lrgeo_f=lrgeo_f)
+    return LRGeoParams(**{**P.__dict__, **over}) if over else P
+
+
+def tag(a) -> str:
+    """The results-file suffix: the dataset and the settings."""
+    return f"{a.dataset}_paper" if a.settings == "paper" else f"{a.dataset}_eps{a.eps_cell:g}"
+
+
+def settings_title(a) -> str:
+    return "paper's settings: eps 10/km, Gamma 20 km, r_obf 4 km, 0.1 km table" if a.settings == "paper" \
+        else f"eps {a.eps_cell:g} per cell"
+
+
+def paper_value(kind: str, method: str, K: int):
+    """The paper's figure for ``kind`` ('seconds', 'cost') of ``method`` at ``K``, or None."""
+    if K not in PAPER_K:
+        return None
+    v = PAPER[kind].get(method) if kind in ("seconds", "cost") else PAPER[kind]
+    return None if v is None else v[PAPER_K.index(K)]
+
+
+def _mean(values):
+    v = [t for t in values if t is not None]
+    return float(np.mean(v)) if v else None
 
 
 def part_table(a) -> None:
     full = base_world(a.dataset)
     rows, raw = [], []
+    paper = a.settings == "paper"
     for K in a.K:
         w = full.block(*SHAPES[K])
+        P = params_for(w, a)
+        tab = build_table(w, P.cell, P.table_band)
         for rep in range(a.reps):
-            P = params_for(w, a.eps_cell)
-            tab = build_table(w, P.cell, P.table_band)
             r = run_round(w, P, users=a.users, seed=rep, table=tab)
             rep_r = measure_round(r)
-            rf = run_round(w, params_for(w, a.eps_cell, True), users=a.users, seed=rep, table=tab)
+            res = {"K": K, "rep": rep, "lrgeo": rep_r, "lrgeo_f": None, "baselines": []}
+            if a.lrgeo_f and K <= a.f_max_K:
+                rf = run_round(w, params_for(w, a, True), users=a.users, seed=rep, table=tab, time_limit=a.cap)
+                res["lrgeo_f"] = measure_round(rf)
             locs = np.array([u.location for u in r.users])
-            res = {"K": K, "rep": rep, "lrgeo": rep_r, "lrgeo_f": measure_round(rf), "baselines": []}
             for b in a.baselines:
                 res["baselines"].append(run_baseline(b, w, P, locs, time_limit=a.cap, seed=rep))
                 print(K, rep, res["baselines"][-1], flush=True)
             raw.append(res)
-            print(K, rep, rep_r["seconds"]["solve"], rep_r["approximation_ratio"], flush=True)
+            print(K, rep, rep_r["seconds"]["solve"], rep_r["method"], rep_r["approximation_ratio"], flush=True)
+    methods = ["lrgeo"] + (["lrgeo_f"] if a.lrgeo_f else []) + list(a.baselines)
+
+    def get(x, m, key):
+        if m in ("lrgeo", "lrgeo_f"):
+            y = x[m]
+            return None if y is None else (y["seconds"]["solve"] if key == "seconds" else y[key])
+        y = next(y for y in x["baselines"] if y["method"] == m)
+        return y[key] if y["status"] == "ok" else None
+
     for K in a.K:
         rs = [x for x in raw if x["K"] == K]
-
-        def mean(f):
-            v = [f(x) for x in rs]
-            v = [t for t in v if t is not None]
-            return float(np.mean(v)) if v else None
-
-        row = [K, mean(lambda x: x["lrgeo"]["seconds"]["solve"]), mean(lambda x: x["lrgeo_f"]["seconds"]["solve"])]
-        for b in a.baselines:
-            row.append(mean(lambda x, b=b: next(y["seconds"] if y["status"] == "ok" else None
-                                                 for y in x["baselines"] if y["method"] == b)))
-        row += [mean(lambda x: x["lrgeo"]["expected_cost_own_row"]), mean(lambda x: x["lrgeo_f"]["expected_cost_own_row"])]
-        for b in a.baselines:
-            row.append(mean(lambda x, b=b: next(y["expected_cost_own_row"] for y in x["baselines"] if y["method"] == b)))
-        row += [mean(lambda x: x["lrgeo"]["expected_cost_lr_sets"]), mean(lambda x: x["lrgeo"]["lower_bound"]),
-                mean(lambda x: x["lrgeo"]["approximation_ratio"]), mean(lambda x: x["lrgeo_f"]["approximation_ratio"]),
-                ";".join(sorted({x["lrgeo"]["method"] for x in rs}))]
-        rows.append(row)
-    cols = (["K", "LR-Geo s", "LR-Geo-F s"] + [f"{b} s" for b in a.baselines] + ["LR-Geo cost", "LR-Geo-F cost"]
-            + [f"{b} cost" for b in a.baselines] + ["LR objective", "lower bound", "ratio", "ratio (F)", "solver"])
-    write_table(f"lrgeo_table12_{a.dataset}_eps{a.eps_cell:g}",
-                f"LR-Geo Tables 1-2 on {a.dataset} (eps {a.eps_cell:g} per cell, {a.users} users, {a.reps} reps)",
+        for m in methods:
+            row = [K, m, _mean(get(x, m, "seconds") for x in rs), _mean(get(x, m, "expected_cost_own_row") for x in rs)]
+            if paper:
+                row += [paper_value("seconds", m, K), paper_value("cost", m, K)]
+            rows.append(row)
+        row = [K, "lower bound (Thm 4.7)", None, _mean(x["lrgeo"]["lower_bound"] for x in rs)]
+        rows.append(row + ([None, paper_value("lower_bound", "", K)] if paper else []))
+        for key, name in (("approximation_ratio", "ratio (LP bound / lower bound)"),
+                          ("approximation_ratio_true_cost", "ratio (true cost / lower bound)")):
+            row = [K, name, None, _mean(x["lrgeo"][key] for x in rs)]
+            rows.append(row + ([None, paper_value("ratio", "", K) if key == "approximation_ratio" else None]
+                               if paper else []))
+        rows.append([K, "solver", ";".join(sorted({x["lrgeo"]["method"] + " " + x["lrgeo"]["status"] for x in rs})),
+                     None] + ([None, None] if paper else []))
+    cols = ["K", "method", "seconds", "cost (km) / value"] + (["paper s", "paper cost / value"] if paper else [])
+    write_table(f"lrgeo_table12_{tag(a)}",
+                f"LR-Geo Tables 1-2 on {a.dataset} ({settings_title(a)}; {a.users} users, {a.reps} reps)",
                 cols, rows, notes=[
                     "Seconds: the CLR-Geo solve (server) for LR-Geo; the whole mechanism for the baselines. "
-                    f"Baselines capped at {a.cap:g} s (blank: cap hit).",
+                    f"Every method capped at {a.cap:g} s (blank: cap hit).",
                     "Cost: mean over the users of the true expected travel-cost error of their own row (km).",
-                    "LR objective: sum over users of the mean true cost over their LR rows; lower bound: "
-                    "Theorem 4.7 (relaxed problem, Eq. 33 costs), rigorous; ratio = LR objective / lower bound.",
-                    "ExpMech uses the distance in the exponent (the paper's cost-in-exponent is not Geo-Ind)."],
+                    "Lower bound: Theorem 4.7 (relaxed problem, Eq. 33 costs), rigorous, on the LR objective (sum "
+                    "over users of the mean true cost over their LR rows); ratio (the paper's): the LP's upper "
+                    "bound (Theorem 4.6) / lower bound; blank where the bound is <= 0.",
+                    "ExpMech uses the distance in the exponent (the paper's cost-in-exponent is not Geo-Ind)."]
+                + ([f"LR-Geo-F only at K <= {a.f_max_K}."] if a.lrgeo_f and max(a.K) > a.f_max_K else []),
                 raw=raw, args=a)
 
 
@@ -108,7 +180,7 @@ def part_scaling(a) -> None:
     rows, raw = [], []
     for K in a.K:
         w = full.block(*SHAPES[K])
-        P = params_for(w, a.eps_cell)
+        P = params_for(w, a)
         tab = build_table(w, P.cell, P.table_band)
         for M in a.users_list:
             secs, meths = [], set()
@@ -122,11 +194,12 @@ def part_scaling(a) -> None:
                             "wall": time.perf_counter() - t0})
             rows.append([K, M, float(np.mean(secs)), float(np.max(secs)), ";".join(sorted(meths))])
             print(rows[-1], flush=True)
-    write_table(f"lrgeo_fig9_{a.dataset}_eps{a.eps_cell:g}",
-                f"LR-Geo Figure 9: CLR-Geo solve seconds on {a.dataset} (eps {a.eps_cell:g} per cell)",
+    write_table(f"lrgeo_fig9_{tag(a)}",
+                f"LR-Geo Figure 9: CLR-Geo solve seconds on {a.dataset} ({settings_title(a)})",
                 ["K", "users", "mean s", "max s", "solver"], rows, notes=[
                     f"{a.reps} seeded draws of user locations per row; the server's solve only (Benders, gap 1e-4).",
-                    "Targets (issue 5): <= 1.5 s for 4 users and <= 5 s for 10 users at K = 1,600."], raw=raw, args=a)
+                    "Targets (issue 5): <= 1.5 s for 4 users and <= 5 s for 10 users at K = 1,600."]
+                + ([f"Paper (Figure 9): {PAPER['fig9']}."] if a.settings == "paper" else []), raw=raw, args=a)
 
 
 def part_privacy(a) -> None:
@@ -135,7 +208,7 @@ def part_privacy(a) -> None:
     rows, raw = [], []
     for M in a.users_list:
         for rep in range(a.reps):
-            P = params_for(w, a.eps_cell)
+            P = params_for(w, a)
             raw.append({"users": M, "rep": rep, **measure_round(run_round(w, P, users=M, seed=rep))})
         rs = [x for x in raw if x["users"] == M]
         rows.append(["users", M, float(np.mean([x["violation_ratio"] for x in rs])),
@@ -144,16 +217,16 @@ def part_privacy(a) -> None:
                      float(np.mean([x["table_inference_mean_rows"] for x in rs])),
                      float(np.mean([x["users_located_by_columns"] for x in rs]))])
         print(rows[-1], flush=True)
-    for frac in a.cells:
-        P = LRGeoParams.scaled(w.cell, eps_cell=a.eps_cell, table_cells=frac)
+    for cell in table_cells(a, w):
+        P = params_for(w, a, cell=cell)
         rep_r = measure_round(run_round(w, P, users=4, seed=0))
-        raw.append({"table_cells": frac, **rep_r})
-        rows.append(["table cell (cells)", frac, rep_r["violation_ratio"], rep_r["cross_user_violation_ratio"],
+        raw.append({"table_cell_km": cell, **rep_r})
+        rows.append(["table cell (km)", cell, rep_r["violation_ratio"], rep_r["cross_user_violation_ratio"],
                      rep_r["max_error"], rep_r["p99_error"], rep_r["table_inference_mean_rows"],
                      rep_r["users_located_by_columns"]])
         print(rows[-1], flush=True)
-    write_table(f"lrgeo_privacy_{a.dataset}_eps{a.eps_cell:g}",
-                f"LR-Geo Figures 11-13 on {a.dataset}, K={w.K} (eps {a.eps_cell:g} per cell)",
+    write_table(f"lrgeo_privacy_{tag(a)}",
+                f"LR-Geo Figures 11-13 on {a.dataset}, K={w.K} ({settings_title(a)})",
                 ["varied", "value", "violation ratio (Eq. 34)", "cross-user ratio", "max error (Eq. 35)",
                  "p99 error", "table rows per coefficient", "users located"], rows, notes=[
                     "Violation ratio: violated / checked Geo-Ind inequalities over all pairs within gamma of the "
@@ -163,7 +236,42 @@ def part_privacy(a) -> None:
                     "table whose beta is consistent with an uploaded cost).",
                     "Users located: share of users whose location the server recovers exactly from the column "
                     "ids and D_NO that sharing y requires (trilateration of the LR rows, then the unique centre "
-                    "of the LR set)."], raw=raw, args=a)
+                    "of the LR set)."] + ([f"Paper: {PAPER['fig11']}; {PAPER['fig12']}; {PAPER['fig13']}."]
+                                          if a.settings == "paper" else []), raw=raw, args=a)
+
+
+def table_cells(a, w) -> list[float]:
+    """Reference-table cell sizes in km: ``--cell-km`` with the paper's settings, else
+    ``--cells`` (shares of the location cell)."""
+    return list(a.cell_km) if a.settings == "paper" else [f * w.cell for f in a.cells]
+
+
+def part_bounds(a) -> None:
+    """Figure 10: the approximation ratio against the LR distance threshold Gamma and against
+    the reference table's cell size (4 users, K = ``--K``)."""
+    w = base_world(a.dataset).block(*SHAPES[a.K[0]])
+    base = params_for(w, a)
+    gammas = list(a.Gamma_km) if a.settings == "paper" else [g * w.cell for g in a.Gamma_cells]
+    rows, raw = [], []
+    for name, values, field in (("Gamma (km)", gammas, "Gamma"), ("table cell (km)", table_cells(a, w), "cell")):
+        for v in values:
+            if field == "Gamma" and v < base.gamma:
+                continue
+            P = params_for(w, a, **{field: v})
+            rs = [measure_round(run_round(w, P, users=a.users, seed=rep)) for rep in range(a.reps)]
+            raw.extend({"varied": field, "value": v, **x} for x in rs)
+            rows.append([name, v, _mean(np.mean(x["lr_set_sizes"]) for x in rs), _mean(x["lower_bound"] for x in rs),
+                         _mean(x["approximation_ratio"] for x in rs),
+                         _mean(x["approximation_ratio_true_cost"] for x in rs),
+                         _mean(x["seconds"]["solve"] for x in rs)])
+            print(rows[-1], flush=True)
+    write_table(f"lrgeo_fig10_{tag(a)}",
+                f"LR-Geo Figure 10 on {a.dataset}, K={w.K} ({settings_title(a)}; {a.users} users, {a.reps} reps)",
+                ["varied", "value", "LR set size", "lower bound", "ratio (LP bound / LB)", "ratio (true cost / LB)",
+                 "solve s"], rows,
+                notes=["Ratio: Theorem 4.6's upper bound (the LP objective) or the true cost of the LR rows, over "
+                       "Theorem 4.7's relaxed lower bound; blank where that bound is <= 0."]
+                + ([f"Paper: {PAPER['fig10']}."] if a.settings == "paper" else []), raw=raw, args=a)
 
 
 def part_remedy(a) -> None:
@@ -171,7 +279,7 @@ def part_remedy(a) -> None:
     what hiding costs the users."""
     full = base_world(a.dataset)
     w = full.block(*SHAPES[a.K[0]])
-    base = params_for(w, a.eps_cell)
+    base = params_for(w, a)
     tab = build_table(w, base.cell, base.table_band)
     rows, raw = [], []
     for frac in a.hide:
@@ -188,9 +296,9 @@ def part_remedy(a) -> None:
                      float(np.mean([x["server_candidates_mean"] for x in rs])),
                      float(np.mean([x["server_estimate_error_km"] for x in rs]))])
         print(rows[-1], flush=True)
-    write_table(f"lrgeo_remedy_{a.dataset}_eps{a.eps_cell:g}",
+    write_table(f"lrgeo_remedy_{tag(a)}",
                 f"LR-Geo: what the server learns from the uploads, and the hidden-centre remedy ({a.dataset}, "
-                f"K={w.K}, {a.users} users, eps {a.eps_cell:g} per cell)",
+                f"K={w.K}, {a.users} users, {settings_title(a)})",
                 ["hide / Gamma", "hide km", "LR set size", "solve s", "own-row expected cost (km)",
                  "users located", "locations the server cannot tell apart", "server's estimate error (km)"], rows,
                 notes=[f"{a.reps} seeded draws per row, the same users in every row; Gamma = {base.Gamma:.3g} km",
@@ -203,8 +311,13 @@ def part_remedy(a) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=["table", "scaling", "privacy", "remedy"], required=True)
-    p.add_argument("--dataset", choices=["helsinki", "gridcity"], default="helsinki")
+    p.add_argument("--part", choices=["table", "scaling", "privacy", "remedy", "bounds"], required=True)
+    p.add_argument("--dataset", choices=["helsinki", "gridcity", "romecity"], default="helsinki")
+    p.add_argument("--settings", choices=["scaled", "paper"], default="scaled",
+                   help="paper: the paper's parameters in km (eps 10/km, Gamma 20 km, r_obf 4 km, 0.1 km table)")
+    p.add_argument("--no-lrgeo-f", dest="lrgeo_f", action="store_false", help="table: leave LR-Geo-F out")
+    p.add_argument("--f-max-K", type=int, default=400,
+                   help="table: LR-Geo-F only up to this K (its Geo-Ind rows grow with the LR set squared)")
     p.add_argument("--K", type=int, nargs="+", default=None)
     p.add_argument("--users", type=int, default=4)
     p.add_argument("--users-list", type=int, nargs="+", default=[2, 4, 6, 8, 10])
@@ -213,15 +326,22 @@ def main() -> None:
     p.add_argument("--cap", type=float, default=1800.0, help="seconds per baseline")
     p.add_argument("--baselines", nargs="*", default=["lp", "constopt", "laplace", "expmech"])
     p.add_argument("--cells", type=float, nargs="*", default=[1 / 24, 1 / 12, 1 / 6, 1 / 4])
+    p.add_argument("--cell-km", type=float, nargs="*", default=[0.05, 0.1, 0.15, 0.2, 0.275],
+                   help="paper settings: reference table cell sizes (km) for Figures 10(b) and 13")
+    p.add_argument("--Gamma-km", type=float, nargs="*", default=[10.0, 20.0, 30.0, 40.0, 50.0],
+                   help="paper settings: LR distance thresholds (km) for Figure 10(a)")
+    p.add_argument("--Gamma-cells", type=float, nargs="*", default=[1.5, 2.5, 3.5, 5.0],
+                   help="scaled settings: LR distance thresholds (cells) for Figure 10(a)")
     p.add_argument("--hide", type=float, nargs="*", default=[0.0, 0.5, 1.0], help="remedy: hide as a share of Gamma")
     a = output_args(p).parse_args()
     if a.K is None:
         a.K = {"table": [100, 200, 300, 400], "scaling": [100, 400, 800, 1200, 1600], "privacy": [400],
-               "remedy": [400]}[a.part]
+               "remedy": [400], "bounds": [400]}[a.part]
     for K in a.K:
         if K not in SHAPES:
             sys.exit(f"K must be one of {sorted(SHAPES)}")
-    {"table": part_table, "scaling": part_scaling, "privacy": part_privacy, "remedy": part_remedy}[a.part](a)
+    {"table": part_table, "scaling": part_scaling, "privacy": part_privacy, "remedy": part_remedy,
+     "bounds": part_bounds}[a.part](a)
 
 
 if __name__ == "__main__":

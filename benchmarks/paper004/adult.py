@@ -6,6 +6,7 @@
     python -m benchmarks.paper004.adult --figure 3  [--reps 10]
     python -m benchmarks.paper004.adult --figure build14
     python -m benchmarks.paper004.adult --figure decomposition   [aggregation error vs leaf noise]
+    python -m benchmarks.paper004.adult --figure budget   [leaves: fixed eps_p vs the path's rest]
 
 Every cell: 3,000 random range queries (each restricting --query-columns columns, widths and
 positions uniform), one workload per tensor, ``--reps`` independent builds per method; RMSE
@@ -192,6 +193,44 @@ def decomposition(a, df, doms):
                 table, args=a)
 
 
+def leaf_budget(a, df, doms):
+    """RIPOST's leaves at Algorithm 1's eps_p against each path's whole remainder, paired: the
+    same seed gives both the same decomposition (the leaves are drawn last), so the rows differ
+    only in the leaves' noise. Also the spend of the paths, from the accountant."""
+    from scaledp.views import Workload, build_view, rmse, true_answers
+
+    sets = [("age", "hours-per-week"), ("age", "education", "sex"), ("workclass", "education", "marital-status",
+                                                                     "race"), FIG5_COLUMNS[:5], FIG5_COLUMNS[:6]]
+    table, raw = [], []
+    for cols in sets:
+        t = tensor_of(df, doms, cols)
+        w = Workload.random(t.shape, 3000, min(a.query_columns, len(cols)), np.random.default_rng(a.seed))
+        truth = true_answers(t, w)
+        for eps in (0.1, 1.0):
+            res = {}
+            for mode in ("fixed", "rest"):
+                vs = [build_view(t, "ripost", eps, a.seed + r, leaf_budget=mode) for r in range(a.reps)]
+                res[mode] = {"rmse": float(np.mean([rmse(v.answer(w), truth) for v in vs])),
+                             "spend_min": float(np.min([v.params["path_spend"]["min"] for v in vs])),
+                             "spend_max": float(np.max([v.params["path_spend"]["max"] for v in vs])),
+                             "leaf_eps_mean": float(np.mean([v.params["leaf_epsilon"]["mean"] for v in vs])),
+                             "blocks": float(np.mean([v.n_blocks for v in vs]))}
+            f, r = res["fixed"], res["rest"]
+            table.append([len(cols), ",".join(cols), eps, f["blocks"], f"{f['spend_min']:.4g}-{f['spend_max']:.4g}",
+                          f"{r['spend_min']:.4g}-{r['spend_max']:.4g}", f["leaf_eps_mean"], r["leaf_eps_mean"],
+                          f["rmse"], r["rmse"], r["rmse"] / f["rmse"]])
+            raw.append({"columns": cols, "epsilon": eps, **{m: v for m, v in res.items()}})
+            print(table[-1], flush=True)
+    write_table("ripost_leaf_budget",
+                f"RIPOST leaves: fixed eps_p against the path's rest, Adult, {a.reps} paired reps",
+                ["columns", "set", "epsilon", "blocks", "path spend, fixed", "path spend, rest", "leaf eps, fixed",
+                 "leaf eps, rest (mean)", "RMSE fixed", "RMSE rest", "rest / fixed"], table,
+                notes=["alpha 0.3, gamma 0.9, beta 0.4, k = os = 4 (the series sums to 1); the same seeds for both "
+                       "columns, so the decompositions are identical and only the leaves' noise differs",
+                       "path spend: the exact sums of the charges on root-to-leaf paths (the accountant's), "
+                       "min-max over the leaves of all reps"], raw=raw, args=a)
+
+
 def build14(a, df, doms):
     from scaledp.views import BACKEND, ripost
 
@@ -208,7 +247,7 @@ def build14(a, df, doms):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--figure", choices=["5", "7", "15", "3", "build14", "decomposition"], required=True)
+    ap.add_argument("--figure", choices=["5", "7", "15", "3", "build14", "decomposition", "budget"], required=True)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--sets", type=int, default=5, help="figure 5: column sets per number of columns")
     ap.add_argument("--query-columns", type=int, default=2)
@@ -218,7 +257,8 @@ def main() -> None:
         print(f"skipped: the Adult data is not in {DATA}")
         return
     df, doms = load()
-    {"5": figure5, "7": figure7, "15": figure15, "3": figure3, "build14": build14, "decomposition": decomposition}[a.figure](a, df, doms)
+    {"5": figure5, "7": figure7, "15": figure15, "3": figure3, "build14": build14, "decomposition": decomposition,
+     "budget": leaf_budget}[a.figure](a, df, doms)
 
 
 if __name__ == "__main__":

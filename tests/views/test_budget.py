@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.stats import kstest
 from scipy.stats import laplace as laplace_dist
 
-from scaledp.views import BudgetExceeded, PrivacyBudget, exponential_choice, laplace, laplace_release
+from scaledp.views import BudgetExceeded, PrivacyBudget, add_laplace, exponential_choice, laplace_release
 
 
 def test_sequential_on_a_path_parallel_across_siblings():
@@ -77,8 +77,24 @@ def test_rounding_cannot_overspend():
 
 @pytest.mark.parametrize("rng", [None, 7])
 def test_laplace_distribution(rng):
-    x = laplace(2.0, 20_000, rng)
-    assert kstest(x, laplace_dist(scale=2.0).cdf).pvalue > 1e-3
+    """Noise around the given values (OpenDP adds it to them when rng is None)."""
+    v = np.linspace(-50.0, 50.0, 20_000)
+    x = add_laplace(v, 2.0, rng)
+    assert x.shape == v.shape
+    assert kstest(x - v, laplace_dist(scale=2.0).cdf).pvalue > 1e-3
+
+
+def test_opendp_receives_the_values(monkeypatch):
+    """The release path hands the true values to OpenDP's measurement (no numpy addition after)."""
+    import scaledp.views.sampling as S
+    if S.BACKEND != "opendp":
+        pytest.skip("OpenDP is not importable here")
+    seen = []
+    real = S._opendp_laplace
+    monkeypatch.setattr(S, "_opendp_laplace", lambda values, scale: (seen.append(values.copy()), real(values, scale))[1])
+    out = laplace_release(np.array([1e6, -3.0]), 1.0, 50.0, PrivacyBudget(100.0).root)
+    assert len(seen) == 1 and np.array_equal(seen[0], [1e6, -3.0])
+    assert abs(out[0] - 1e6) < 5.0 and abs(out[1] + 3.0) < 5.0
 
 
 def test_release_charges_before_drawing():
@@ -104,7 +120,7 @@ def test_exponential_choice_frequencies():
     (lambda b: b.root.charge(0.0), "epsilon"),
     (lambda b: b.root.charge(-1.0), "epsilon"),
     (lambda b: PrivacyBudget(0.0), "epsilon"),
-    (lambda b: laplace(0.0), "scale"),
+    (lambda b: add_laplace(1.0, 0.0), "scale"),
     (lambda b: exponential_choice(np.array([]), 1.0, 0.1, b.root), "scores"),
     (lambda b: laplace_release(1.0, -1.0, 0.1, b.root), "sensitivity"),
 ])

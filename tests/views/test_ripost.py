@@ -34,12 +34,19 @@ def _write_table(path, n=400, seed=0):
 
 @pytest.mark.parametrize("k,os", [(1, 1), (2, 2), (4, 4), (3, 7)])
 def test_series_weights_sum_within_one(k, os):
+    """The terms from index os on: partial sums stay below k / os <= 1, equal to 1 at os = k."""
     s = DepthSeries(k, os)
-    partial = sum(Fraction(k, (i + os) * (i + os + 1)) for i in range(1, 5000))
-    assert partial < Fraction(k, os + 1) <= 1
-    assert s.total == pytest.approx(k / (os + 1))
-    assert s.weight(1) == pytest.approx(k / ((1 + os) * (2 + os)))
+    partial = sum(Fraction(k, (i + os - 1) * (i + os)) for i in range(1, 5000))
+    assert partial < Fraction(k, os) <= 1
+    assert abs(float(partial) - k / os) < 1e-3
+    assert s.total == pytest.approx(k / os)
+    assert s.weight(1) == pytest.approx(k / (os * (os + 1)))
+    assert sum(s.weight(i) for i in range(1, 5000)) == pytest.approx(float(partial))
     assert s.weight(10) < s.weight(2)
+
+
+def test_default_series_sums_to_one():
+    assert DepthSeries().total == 1.0
 
 
 @pytest.mark.parametrize("k,os,match", [(0, 1, "k"), (3, 2, "os"), (2, -1, "os")])
@@ -57,11 +64,39 @@ def test_ripost_never_overspends(seed, eps, alpha, gamma, beta, k, extra):
     rng = np.random.default_rng(seed)
     shape = tuple(int(s) for s in rng.integers(1, 7, size=int(rng.integers(1, 4))))
     t = random_tensor(rng, shape, float(rng.random()), 30)
-    v = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, rng=rng)
+    v = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, leaf_budget="fixed", rng=rng)
     assert Fraction(v.spent) <= Fraction(eps)
     v.check()
     assert v.ledger["leaf perturbation"] > 0
     assert v.n_blocks == int(v.ledger["leaf perturbation"] / (eps * (1 - alpha)) + 0.5)
+    r = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, leaf_budget="rest", rng=seed)
+    assert Fraction(r.spent) <= Fraction(eps)
+    r.check()
+
+
+@given(st.integers(0, 10_000), st.floats(0.01, 5.0), st.floats(0.05, 0.95))
+@settings(max_examples=40, deadline=None)
+def test_rest_leaves_spend_the_whole_budget_on_every_path(seed, eps, alpha):
+    """With leaf_budget='rest' every root-to-leaf path spends epsilon (within rounding) and the
+    accountant's exact largest path sum never exceeds it; with 'fixed' paths spend less."""
+    rng = np.random.default_rng(seed)
+    t = random_tensor(rng, (8, 6), 0.4, 30)
+    r = ripost(t, eps, alpha, rng=seed)
+    assert Fraction(r.spent) <= Fraction(eps)
+    assert r.params["path_spend"]["min"] >= eps * (1 - 1e-9)
+    assert r.params["leaf_epsilon"]["min"] >= eps * (1 - alpha) * (1 - 1e-9)
+    f = ripost(t, eps, alpha, leaf_budget="fixed", rng=seed)
+    assert f.params["path_spend"]["max"] < eps * (1 - 1e-6)
+    assert f.params["leaf_epsilon"]["max"] == pytest.approx(eps * (1 - alpha))
+
+
+def test_noise_scales_are_recorded():
+    t = random_tensor(np.random.default_rng(3), (16, 16), 0.3, 50)
+    v = ripost(t, 0.1, alpha=0.3, gamma=0.9, beta=0.4, rng=1)
+    first = [n for n in v.params["noise"] if n["depth"] == 1]
+    # phase 1 at depth 1: Delta_Sum = 1 over omega_1 = 0.2 of 0.1 x 0.3 x 0.9 x 0.4
+    assert first[0]["phase"] == 1 and first[0]["test_laplace_scale"] == pytest.approx(1 / (0.2 * 0.1 * 0.3 * 0.9 * 0.4))
+    assert first[1]["phase"] == 2 and first[1]["test_laplace_scale"] == pytest.approx(2 / (0.2 * 0.1 * 0.3 * 0.1 * 0.4))
 
 
 def test_leaf_noise_is_laplace_of_the_leaf_budget():
@@ -71,7 +106,7 @@ def test_leaf_noise_is_laplace_of_the_leaf_budget():
     dense = dense_array(t)
     resid = []
     for _ in range(40):
-        v = ripost(t, 1.0, alpha=0.3, rng=rng)
+        v = ripost(t, 1.0, alpha=0.3, leaf_budget="fixed", rng=rng)
         sums = np.array([dense[tuple(slice(a, b) for a, b in zip(lo, hi))].sum() for lo, hi in zip(v.lo, v.hi)])
         resid.extend(v.values - sums)
     assert kstest(resid, laplace_dist(scale=1 / 0.7).cdf).pvalue > 1e-3

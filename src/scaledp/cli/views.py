@@ -51,9 +51,9 @@ def _load_tensor(table: str, columns: str, domains_file: str | None, names: str 
     return CountTensor.from_frame(frame, cols, doms, accept_data_leak=accept_data_leak, overflow=overflow)
 
 
-def _view_params(method: str, alpha, gamma, beta, k, os_) -> dict[str, Any]:
+def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str = "rest") -> dict[str, Any]:
     if method == "ripost":
-        return {"alpha": alpha, "gamma": gamma, "beta": beta, "k": k, "os": os_}
+        return {"alpha": alpha, "gamma": gamma, "beta": beta, "k": k, "os": os_, "leaf_budget": leaf_budget}
     return {}
 
 
@@ -87,6 +87,8 @@ def _with_table_options(f):
 @click.option("--beta", type=float, default=0.4, show_default=True, help="ripost: convergence-test share")
 @click.option("--k", "k", type=int, default=4, show_default=True, help="ripost: series S^k")
 @click.option("--os", "os_", type=int, default=4, show_default=True, help="ripost: series offset (>= k)")
+@click.option("--leaf-budget", type=click.Choice(["rest", "fixed"]), default="rest", show_default=True,
+              help="ripost: each leaf gets what its path left (rest) or Algorithm 1's (1 - alpha) eps (fixed)")
 @click.option("--seed", type=int, default=None,
               help="reproducible noise, for experiments only (default: OpenDP's secure samplers)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True,
@@ -94,7 +96,7 @@ def _with_table_options(f):
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
 def view_build(table, columns, domains_file, names, preset, accept_data_leak, overflow, epsilon, method, alpha,
-               gamma, beta, k, os_, seed, out_path, quiet, as_json) -> None:
+               gamma, beta, k, os_, leaf_budget, seed, out_path, quiet, as_json) -> None:
     """Build an epsilon-DP view of TABLE over --columns and save it."""
     from ..views.build import build_view
     from ..views.sampling import BACKEND
@@ -106,7 +108,8 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
         t0 = time.perf_counter()
         with Live(f"{method} view", quiet=quiet):
-            v = build_view(tensor, method, epsilon, seed, **_view_params(method, alpha, gamma, beta, k, os_))
+            v = build_view(tensor, method, epsilon, seed, **_view_params(method, alpha, gamma, beta, k, os_,
+                                                                         leaf_budget))
         secs = time.perf_counter() - t0
         v.params["seed"] = seed
         v.params["noise"] = BACKEND if seed is None else "numpy, seeded (an experiment, not a release)"

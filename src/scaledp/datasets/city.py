@@ -193,7 +193,7 @@ def helsinki(data_dir: str | Path, rows: int = 40, cols: int = 40) -> World:
 
 def grid_city(rows: int = 40, cols: int = 40, *, cell_km: float = 0.25, streets_per_cell: int = 2,
               drop: float = 0.15, detour: float = 0.3, seed: RNGLike = 0,
-              origin: tuple[float, float] = (45.0, 10.0)) -> World:
+              origin: tuple[float, float] = (45.0, 10.0), name: str = "gridcity") -> World:
     """A generated city: a street grid (``streets_per_cell`` streets per cell side) with a
     fraction ``drop`` of its blocks' edges removed (the graph stays connected) and every edge
     up to ``detour`` longer than the straight line, and a rows x cols location grid on top."""
@@ -239,7 +239,7 @@ def grid_city(rows: int = 40, cols: int = 40, *, cell_km: float = 0.25, streets_
                                                          np.concatenate([e[:, 1], e[:, 0]]))), shape=(n, n))
     road = RoadNetwork(ids=np.arange(n), latlon=latlon, graph=g)
     bbox = (lat0, lon0, lat0 + rows * spc * dlat, lon0 + cols * spc * dlon)
-    return grid_world(road, rows, cols, bbox=bbox, name="gridcity")
+    return grid_world(road, rows, cols, bbox=bbox, name=name)
 
 
 #: a generated city at the scale of paper 003's Rome grid (49 x 47 km, 40 x 40 cells)
@@ -265,7 +265,7 @@ def load_world(dataset: str, rows: int, cols: int, *, data_dir: str | Path | Non
     if dataset == "gridcity":
         return grid_city(rows, cols)
     if dataset == "romecity":
-        return grid_city(rows, cols, cell_km=ROME_KM / max(rows, cols), streets_per_cell=3)
+        return grid_city(rows, cols, cell_km=ROME_KM / max(rows, cols), streets_per_cell=3, name="romecity")
     if dataset != "helsinki":
         raise ValueError(f"dataset must be one of {', '.join(WORLDS)}; got {dataset!r}")
     d = Path(data_dir) if data_dir is not None else None

@@ -11,11 +11,11 @@ from .budget import BudgetExceeded, BudgetNode, PrivacyBudget
 from .build import METHODS, build_view
 from .competitors import hdpview, identity, privtree
 from .ripost import DepthSeries, ripost
-from .sampling import BACKEND, exponential_choice, laplace, laplace_release, laplace_release_many
+from .sampling import BACKEND, add_laplace, exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor, DataDerivedDomainWarning, Domain, read_table
 from .view import BlockView, DenseView, Workload, rmse, true_answers
 
 __all__ = ["BACKEND", "BlockView", "BudgetExceeded", "BudgetNode", "CountTensor", "DataDerivedDomainWarning",
            "DenseView", "DepthSeries", "Domain", "METHODS", "PrivacyBudget", "Workload", "build_view",
-           "exponential_choice", "hdpview", "identity", "laplace", "laplace_release",
+           "add_laplace", "exponential_choice", "hdpview", "identity", "laplace_release",
            "laplace_release_many", "privtree", "read_table", "ripost", "rmse", "true_answers"]

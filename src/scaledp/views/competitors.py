@@ -36,7 +36,7 @@ from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
 from .ripost import Block, finish_view, ledger_totals, root_block, split_block
-from .sampling import exponential_choice, laplace
+from .sampling import add_laplace, exponential_choice
 from .tensor import CountTensor
 from .view import BlockView, DenseView
 
@@ -56,7 +56,7 @@ def identity(tensor: CountTensor, epsilon: float = 0.1, max_cells: int = MAX_IDE
     budget.root.charge(eps, "identity: every cell (disjoint cells, parallel)")
     dense = np.zeros(tensor.shape)
     dense[tuple(tensor.coords.T)] = tensor.counts
-    dense += laplace(1.0 / eps, dense.size, gen).reshape(dense.shape)
+    dense = add_laplace(dense, 1.0 / eps, gen)
     return DenseView(tensor.domains, dense, "identity", eps, float(budget.spent()), {}, ledger_totals(budget))
 
 
@@ -87,7 +87,7 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
     while frontier:                      # level by level, so each level's noise is one draw
         c = np.asarray([float(counts[b.idx].sum()) for b, _ in frontier])
         depth = np.asarray([b.depth for b, _ in frontier], dtype=np.float64)
-        noisy = np.maximum(th - delta, c - depth * delta) + laplace(lam, len(frontier), gen)
+        noisy = add_laplace(np.maximum(th - delta, c - depth * delta), lam, gen)
         nxt = []
         for (b, last_axis), z in zip(frontier, noisy):
             sides = b.hi - b.lo
@@ -174,7 +174,7 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
                 continue
             ae = aggregation_error(counts[child.idx], child.cells())
             biased = max(ae - delta * child.depth, th + 2 - delta)
-            if biased + float(laplace(lam, 1, gen)[0]) <= th:
+            if float(add_laplace(biased, lam, gen)) <= th:
                 leaves.append(child)
             else:
                 stack.append(child)

@@ -6,12 +6,21 @@ splits each phase between the convergence test (Secure_cc) and the cut choice (S
 
 Depth-free allocation (section 5.2, Eq. 3-4): at phase depth ``i`` (1 at the root of a phase;
 a block entering phase 2 restarts at 1) an operation with phase budget ``E`` spends
-``omega_i E`` with ``omega_i = S^k_{i+os} = k / ((i+os)(i+os+1))``. Then
-``sum_{i>=1} omega_i = k / (os + 1) <= 1`` whenever ``os >= k - 1``; the paper requires
-``os >= k`` (sum ``k/(k+1)`` at ``os = k``), and so do we. Defaults ``k = 4, os = 4``
-(sum 0.8; ``omega_1 = 0.133``): a slowly decaying series, as section 5.2 recommends, with
-most of each budget usable within the depths RIPOST reaches. The paper does not state its own
-values.
+``omega_i E`` with ``omega_i = S^k_n = k / (n (n+1))`` at ``n = i + os - 1``, the terms from
+index ``os`` on. That is the paper's derivation (it keeps ``sum_{n >= os} k / (n (n+1)) = k / os
+<= 1``, whence its condition ``os >= k``); Eq. 4 read literally (``n = i + os``) starts one term
+later and sums to ``k / (os + 1)``, which leaves 20% of every phase's budget unspendable at
+``k = os = 4``. Defaults ``k = 4, os = 4``: the series sums to exactly 1 (``omega_1 = 0.2``),
+decaying slowly as section 5.2 recommends. The paper does not state its own values.
+
+Leaves (``leaf_budget``): ``'fixed'`` is Algorithm 1, ``Lap(1 / eps_p)`` on every leaf.
+``'rest'`` gives each leaf everything its root-to-leaf path has not spent, ``eps_p`` plus the
+decomposition budget left unused because the series stopped at a finite depth. The amount
+depends on the path's earlier noisy outcomes only, so this is adaptive composition of pure-DP
+releases with a budget filter (Rogers et al. 2016: for pure DP the sum of the adaptively chosen
+epsilons on any record's path bounding the total is enough), which is exactly what the
+:class:`PrivacyBudget` checks: each leaf is charged its path's exact remainder, and the
+largest path sum is then the whole epsilon.
 
 Secure_cc (Algorithm 2): ``metric + Lap(Delta / eps_i) <= theta`` with ``Delta_Sum = 1`` in
 phase 1 and ``Delta_AE = 2`` in phase 2 (Theorem 5.1), ``theta = 0`` by default.
@@ -46,7 +55,7 @@ from .view import BlockView
 
 @dataclass(frozen=True)
 class DepthSeries:
-    """``omega_i = k / ((i + os)(i + os + 1))`` for depths ``i >= 1``; total ``k / (os + 1)``."""
+    """``omega_i = k / ((i + os - 1)(i + os))`` for depths ``i >= 1``; total ``k / os`` (1 at ``os = k``)."""
 
     k: int = 4
     os: int = 4
@@ -58,12 +67,12 @@ class DepthSeries:
             raise ValueError(f"os must be >= k for the series weights to sum to at most 1 (k={self.k}, os={self.os})")
 
     def weight(self, depth: int) -> float:
-        i = depth + self.os
-        return self.k / (i * (i + 1))
+        n = depth + self.os - 1
+        return self.k / (n * (n + 1))
 
     @property
     def total(self) -> float:
-        return self.k / (self.os + 1)
+        return self.k / self.os
 
 
 @dataclass
@@ -89,18 +98,27 @@ def split_block(b: Block, axis: int, pos: int, coords: np.ndarray) -> tuple[Bloc
             Block(rlo, b.hi, b.idx[~left_mask], b.node.child(), b.depth + 1))
 
 
-def perturb_leaves(leaves: list[Block], counts: np.ndarray, eps_p: float, rng) -> np.ndarray:
-    """Each leaf's sum plus ``Lap(1 / eps_p)``, charged to the leaf (disjoint leaves: parallel)."""
+def perturb_leaves(leaves: list[Block], counts: np.ndarray, eps_p: float, rng, rest: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Each leaf's sum plus ``Lap(1 / e)``, charged to the leaf (disjoint leaves: parallel), with
+    ``e = eps_p``, or with ``rest`` everything the leaf's path has left (at least ``eps_p``).
+    Returns the noisy sums and each leaf's ``e``."""
     if not leaves:
-        return np.zeros(0)
+        return np.zeros(0), np.zeros(0)
     sums = np.asarray([float(counts[b.idx].sum()) for b in leaves])
+    left = np.asarray([b.node.remaining() for b in leaves])
     # eps_p was computed in floating point from splits of epsilon that add up to epsilon in
     # the reals; rounding can leave it an ulp above what a path has left. Take the exact
     # remainder then (never more), and treat anything larger than rounding as a bug.
-    e = min([eps_p] + [b.node.remaining() for b in leaves])
-    if e < eps_p * (1 - 1e-9):
-        raise RuntimeError(f"leaf budget {e} is short of the planned {eps_p}: the plan overspends")
-    return laplace_release_many(sums, 1.0, e, [b.node for b in leaves], "leaf perturbation", rng)
+    if left.min() < eps_p * (1 - 1e-9):
+        raise RuntimeError(f"leaf budget {left.min()} is short of the planned {eps_p}: the plan overspends")
+    e = left if rest else np.full(len(leaves), min(eps_p, float(left.min())))
+    out = np.empty(len(leaves))
+    for value in np.unique(e):                      # one release per distinct budget
+        at = np.flatnonzero(e == value)
+        out[at] = laplace_release_many(sums[at], 1.0, float(value), [leaves[i].node for i in at],
+                                       "leaf perturbation", rng)
+    return out, e
 
 
 def ledger_totals(budget: PrivacyBudget) -> dict[str, float]:
@@ -117,9 +135,16 @@ def root_block(tensor: CountTensor, budget: PrivacyBudget, depth: int) -> Block:
 
 
 def finish_view(tensor: CountTensor, leaves: list[Block], eps_leaf: float, budget: PrivacyBudget, method: str,
-                params: dict, rng) -> BlockView:
-    """Perturb the leaves (charging each) and assemble the released view."""
-    values = perturb_leaves(leaves, tensor.counts.astype(np.float64), eps_leaf, rng)
+                params: dict, rng, rest: bool = False) -> BlockView:
+    """Perturb the leaves (charging each; with ``rest``, each its path's whole remainder) and
+    assemble the released view; ``params['leaf_epsilon']`` summarises the leaves' budgets and
+    ``params['path_spend']`` the root-to-leaf path sums (exact, from the accountant)."""
+    values, e = perturb_leaves(leaves, tensor.counts.astype(np.float64), eps_leaf, rng, rest)
+    if len(leaves):
+        spend = np.asarray([float(b.node.path_spent()) for b in leaves])
+        params = {**params, "leaf_epsilon": {"min": float(e.min()), "mean": float(e.mean()), "max": float(e.max())},
+                  "path_spend": {"min": float(spend.min()), "mean": float(spend.mean()),
+                                 "max": float(spend.max())}}
     d = len(tensor.shape)
     lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, d)
     hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, d)
@@ -128,9 +153,13 @@ def finish_view(tensor: CountTensor, leaves: list[Block], eps_leaf: float, budge
 
 
 def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma: float = 0.9, beta: float = 0.4,
-           k: int = 4, os: int = 4, theta1: float = 0.0, theta2: float = 0.0, rng: RNGLike = None,
-           progress: Progress | None = None) -> BlockView:
+           k: int = 4, os: int = 4, theta1: float = 0.0, theta2: float = 0.0, leaf_budget: str = "rest",
+           rng: RNGLike = None, progress: Progress | None = None) -> BlockView:
     """Build an ``epsilon``-DP view of ``tensor`` with RIPOST (Algorithm 1).
+
+    ``leaf_budget``: 'rest' (default) or 'fixed' (see the module docstring). The view's
+    ``params['noise']`` lists, per phase and depth reached, the convergence test's Laplace scale
+    and the cut choice's epsilon; ``params['path_spend']`` the spend of the root-to-leaf paths.
 
     ``rng=None`` draws all noise from OpenDP's samplers (see :mod:`.sampling`); an int seed makes
     the run reproducible (for experiments only). ``progress`` receives a line now and then on long runs."""
@@ -138,6 +167,7 @@ def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma:
     a = V.open_unit("alpha", alpha)
     g = V.open_unit("gamma", gamma)
     bt = V.open_unit("beta", beta)
+    V.choice("leaf_budget", leaf_budget, ("rest", "fixed"))
     series = DepthSeries(k, os)
     th1 = float(theta1)
     th2 = float(theta2)
@@ -191,6 +221,10 @@ def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma:
         b.depth = 1                                 # depth restarts in phase 2 (section 5.3.1)
     leaves = run_phase(phase1, 2)
     stats.update(blocks_phase1=len(phase1), blocks=len(leaves), seconds=time.perf_counter() - t0)
+    noise = [{"phase": ph, "depth": i, "test_laplace_scale": dcc / (series.weight(i) * cc),
+              "split_epsilon": series.weight(i) * ss}
+             for ph, dcc, cc, ss in ((1, 1.0, cc1, ss1), (2, 2.0, cc2, ss2))
+             for i in range(1, stats[f"max_depth_phase{ph}"] + 1)]
     params = {"alpha": a, "gamma": g, "beta": bt, "k": series.k, "os": series.os, "theta1": th1, "theta2": th2,
-              "stats": stats}
-    return finish_view(tensor, leaves, eps_p, budget, "ripost", params, gen)
+              "leaf_budget": leaf_budget, "stats": stats, "noise": noise}
+    return finish_view(tensor, leaves, eps_p, budget, "ripost", params, gen, rest=leaf_budget == "rest")

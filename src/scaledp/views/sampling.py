@@ -3,14 +3,15 @@
 Every release goes through :func:`laplace_release`, :func:`laplace_release_many` or
 :func:`exponential_choice`, which charge a :class:`~scaledp.views.budget.BudgetNode` *before*
 drawing, so no noise is drawn for a release the budget cannot pay. (PrivTree and HDPView charge
-their whole biased-convergence tree once, at the root, as their theorems allow, and then draw
-its noise with :func:`laplace`.)
+their whole biased-convergence tree once, at the root, as their theorems allow, and then
+release its values with :func:`add_laplace`.)
 
 Two backends:
 
-* ``rng=None`` (the default, for releases): OpenDP's samplers. Its Laplace mechanism samples
-  the exactly rounded result of a discrete Laplace on a fine grid, so it does not have the
-  floating-point holes of textbook inverse-CDF sampling (Mironov 2012); its randomness is the
+* ``rng=None`` (the default, for releases): OpenDP's measurements, given the true values. Its
+  Laplace mechanism adds the noise itself and returns the exactly rounded result of a discrete
+  Laplace on a fine grid around each value, so the released floats do not have the holes of
+  textbook inverse-CDF sampling plus a float addition (Mironov 2012); its randomness is the
   operating system's CSPRNG. The exponential mechanism is OpenDP's report-noisy-max with
   Gumbel noise of scale ``2 Delta / eps``, which selects index i with probability exactly
   proportional to ``exp(eps score_i / (2 Delta))``: it *is* the exponential mechanism, and its
@@ -42,10 +43,10 @@ except Exception:  # pragma: no cover - opendp is a declared dependency
     BACKEND = "os.urandom"
 
 
-def _opendp_laplace(scale: float, size: int) -> np.ndarray:
+def _opendp_laplace(values: np.ndarray, scale: float) -> np.ndarray:
     m = _dp.m.make_laplace(_dp.vector_domain(_dp.atom_domain(T=float, nan=False)), _dp.l1_distance(T=float),
                            scale=float(scale))
-    return np.asarray(m([0.0] * size), dtype=np.float64)
+    return np.asarray(m([float(v) for v in values]), dtype=np.float64)
 
 
 def _opendp_exponential(scores: np.ndarray, scale: float) -> int:
@@ -54,15 +55,19 @@ def _opendp_exponential(scores: np.ndarray, scale: float) -> int:
     return int(m([float(v) for v in scores]))
 
 
-def laplace(scale: float, size: int = 1, rng: RNGLike = None) -> np.ndarray:
-    """``size`` draws of Laplace(0, scale) by inverse CDF."""
+def add_laplace(values: np.ndarray | float, scale: float, rng: RNGLike = None) -> np.ndarray:
+    """``values`` plus independent Laplace(0, scale) noise, same shape: by OpenDP's Laplace
+    measurement on the values themselves (``rng=None``), else by inverse CDF on ``rng``'s draws.
+    Charges nothing; the callers charge first."""
     b = V.positive_float("scale", scale)
-    n = V.int_in_range("size", size, 0)
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return v.copy()
     if rng is None and _dp is not None:
-        return _opendp_laplace(b, n) if n else np.zeros(0)
-    u = uniforms(n, rng) - 0.5                       # in [-0.5, 0.5)
+        return _opendp_laplace(v.reshape(-1), b).reshape(v.shape)
+    u = uniforms(v.size, rng) - 0.5                  # in [-0.5, 0.5)
     mag = -np.log1p(-2.0 * np.abs(u))                # Exp(1); |u| < 0.5 keeps it finite
-    return b * np.sign(u) * mag
+    return v + (b * np.sign(u) * mag).reshape(v.shape)
 
 
 def laplace_release(values: np.ndarray | float, sensitivity: float, epsilon: float, node: BudgetNode,
@@ -74,7 +79,7 @@ def laplace_release(values: np.ndarray | float, sensitivity: float, epsilon: flo
     eps = V.positive_float("epsilon", epsilon)
     v = np.atleast_1d(np.asarray(values, dtype=np.float64))
     node.charge(eps, what)
-    return v + laplace(d / eps, v.size, rng).reshape(v.shape)
+    return add_laplace(v, d / eps, rng)
 
 
 def laplace_release_many(values: np.ndarray, sensitivity: float, epsilon: float, nodes: list[BudgetNode],
@@ -88,7 +93,7 @@ def laplace_release_many(values: np.ndarray, sensitivity: float, epsilon: float,
         raise ValueError(f"{v.size} values for {len(nodes)} blocks")
     for n in nodes:
         n.charge(eps, what)
-    return v + laplace(d / eps, v.size, rng)
+    return add_laplace(v, d / eps, rng)
 
 
 def exponential_choice(scores: np.ndarray, sensitivity: float, epsilon: float, node: BudgetNode,
