@@ -64,14 +64,17 @@ def test_ripost_never_overspends(seed, eps, alpha, gamma, beta, k, extra):
     rng = np.random.default_rng(seed)
     shape = tuple(int(s) for s in rng.integers(1, 7, size=int(rng.integers(1, 4))))
     t = random_tensor(rng, shape, float(rng.random()), 30)
-    v = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, leaf_budget="fixed", rng=rng)
+    v = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, leaf_budget="fixed", variant="paper", rng=rng)
     assert Fraction(v.spent) <= Fraction(eps)
     v.check()
     assert v.ledger["leaf perturbation"] > 0
     assert v.n_blocks == int(v.ledger["leaf perturbation"] / (eps * (1 - alpha)) + 0.5)
-    r = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, leaf_budget="rest", rng=seed)
-    assert Fraction(r.spent) <= Fraction(eps)
-    r.check()
+    for variant in ("paper", "improved"):
+        r = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, leaf_budget="rest", variant=variant, rng=seed)
+        assert Fraction(r.spent) <= Fraction(eps)
+        r.check()
+        f = ripost(t, eps, alpha, gamma, beta, k=k, os=k + extra, leaf_budget="fixed", variant=variant, rng=seed)
+        assert Fraction(f.spent) <= Fraction(eps)
 
 
 @given(st.integers(0, 10_000), st.floats(0.01, 5.0), st.floats(0.05, 0.95))
@@ -81,22 +84,28 @@ def test_rest_leaves_spend_the_whole_budget_on_every_path(seed, eps, alpha):
     accountant's exact largest path sum never exceeds it; with 'fixed' paths spend less."""
     rng = np.random.default_rng(seed)
     t = random_tensor(rng, (8, 6), 0.4, 30)
-    r = ripost(t, eps, alpha, rng=seed)
+    r = ripost(t, eps, alpha, variant="paper", rng=seed)
     assert Fraction(r.spent) <= Fraction(eps)
     assert r.params["path_spend"]["min"] >= eps * (1 - 1e-9)
     assert r.params["leaf_epsilon"]["min"] >= eps * (1 - alpha) * (1 - 1e-9)
-    f = ripost(t, eps, alpha, leaf_budget="fixed", rng=seed)
+    f = ripost(t, eps, alpha, leaf_budget="fixed", variant="paper", rng=seed)
     assert f.params["path_spend"]["max"] < eps * (1 - 1e-6)
     assert f.params["leaf_epsilon"]["max"] == pytest.approx(eps * (1 - alpha))
+    i = ripost(t, eps, alpha, rng=seed)
+    assert eps * (1 - 1e-9) <= i.params["path_spend"]["min"] and Fraction(i.spent) <= Fraction(eps)
 
 
 def test_noise_scales_are_recorded():
     t = random_tensor(np.random.default_rng(3), (16, 16), 0.3, 50)
-    v = ripost(t, 0.1, alpha=0.3, gamma=0.9, beta=0.4, rng=1)
+    v = ripost(t, 0.1, alpha=0.3, gamma=0.9, beta=0.4, variant="paper", rng=1)
     first = [n for n in v.params["noise"] if n["depth"] == 1]
     # phase 1 at depth 1: Delta_Sum = 1 over omega_1 = 0.2 of 0.1 x 0.3 x 0.9 x 0.4
     assert first[0]["phase"] == 1 and first[0]["test_laplace_scale"] == pytest.approx(1 / (0.2 * 0.1 * 0.3 * 0.9 * 0.4))
     assert first[1]["phase"] == 2 and first[1]["test_laplace_scale"] == pytest.approx(2 / (0.2 * 0.1 * 0.3 * 0.1 * 0.4))
+    # improved: phase 1 is PrivTree's biased test on the whole phase budget (0.1 x 0.5 x 0.5), fanout 4
+    imp = ripost(t, 0.1, rng=1).params["noise"]
+    assert imp[0]["test_laplace_scale"] == pytest.approx((2 * 4 - 1) / 3 / (0.1 * 0.5 * 0.5))
+    assert imp[0]["split_epsilon"] == 0.0
 
 
 def test_leaf_noise_is_laplace_of_the_leaf_budget():

@@ -51,9 +51,11 @@ def _load_tensor(table: str, columns: str, domains_file: str | None, names: str 
     return CountTensor.from_frame(frame, cols, doms, accept_data_leak=accept_data_leak, overflow=overflow)
 
 
-def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str = "rest") -> dict[str, Any]:
+def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str = "rest",
+                 variant: str = "improved") -> dict[str, Any]:
     if method == "ripost":
-        return {"alpha": alpha, "gamma": gamma, "beta": beta, "k": k, "os": os_, "leaf_budget": leaf_budget}
+        return {"alpha": alpha, "gamma": gamma, "beta": beta, "k": k, "os": os_, "leaf_budget": leaf_budget,
+                "variant": variant}
     return {}
 
 
@@ -82,9 +84,12 @@ def _with_table_options(f):
 @_with_table_options
 @click.option("--epsilon", type=float, default=0.1, show_default=True)
 @click.option("--method", type=click.Choice(["ripost", "privtree", "hdpview"]), default="ripost", show_default=True)
-@click.option("--alpha", type=float, default=0.3, show_default=True, help="ripost: decomposition share")
-@click.option("--gamma", type=float, default=0.9, show_default=True, help="ripost: phase-1 share")
-@click.option("--beta", type=float, default=0.4, show_default=True, help="ripost: convergence-test share")
+@click.option("--variant", type=click.Choice(["improved", "paper"]), default="improved", show_default=True,
+              help="ripost: Algorithms 1-3 as published (paper) or with PrivTree's phase 1 and biased tests "
+                   "(improved; docs/views.md)")
+@click.option("--alpha", type=float, default=None, help="ripost: decomposition share (paper 0.3, improved 0.5)")
+@click.option("--gamma", type=float, default=None, help="ripost: phase-1 share (paper 0.9, improved 0.5)")
+@click.option("--beta", type=float, default=None, help="ripost: convergence-test share (paper 0.4, improved 0.9)")
 @click.option("--k", "k", type=int, default=4, show_default=True, help="ripost: series S^k")
 @click.option("--os", "os_", type=int, default=4, show_default=True, help="ripost: series offset (>= k)")
 @click.option("--leaf-budget", type=click.Choice(["rest", "fixed"]), default="rest", show_default=True,
@@ -95,8 +100,8 @@ def _with_table_options(f):
               help="view file (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
-def view_build(table, columns, domains_file, names, preset, accept_data_leak, overflow, epsilon, method, alpha,
-               gamma, beta, k, os_, leaf_budget, seed, out_path, quiet, as_json) -> None:
+def view_build(table, columns, domains_file, names, preset, accept_data_leak, overflow, epsilon, method, variant,
+               alpha, gamma, beta, k, os_, leaf_budget, seed, out_path, quiet, as_json) -> None:
     """Build an epsilon-DP view of TABLE over --columns and save it."""
     from ..views.build import build_view
     from ..views.sampling import BACKEND
@@ -109,7 +114,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
         t0 = time.perf_counter()
         with Live(f"{method} view", quiet=quiet):
             v = build_view(tensor, method, epsilon, seed, **_view_params(method, alpha, gamma, beta, k, os_,
-                                                                         leaf_budget))
+                                                                         leaf_budget, variant))
         secs = time.perf_counter() - t0
         v.params["seed"] = seed
         v.params["noise"] = BACKEND if seed is None else "numpy, seeded (an experiment, not a release)"

@@ -14,7 +14,7 @@ from .view import BlockView, DenseView
 
 METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
                                           "identity": identity}
-PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget"},
+PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget", "variant"},
           "privtree": {"theta", "fanout"}, "hdpview": {"ratio", "a", "beta", "gamma", "theta"},
           "identity": {"max_cells"}}
 

@@ -35,7 +35,7 @@ from .. import _validate as V
 from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
-from .ripost import Block, finish_view, ledger_totals, root_block, split_block
+from .ripost import Block, finish_view, halve_all, ledger_totals, root_block, split_block
 from .sampling import add_laplace, exponential_choice
 from .tensor import CountTensor
 from .view import BlockView, DenseView
@@ -99,32 +99,11 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
                 left, right = split_block(b, axis, pos, coords)
                 nxt.extend([(left, axis), (right, axis)])
             else:
-                nxt.extend((child, -1) for child in _halve_all(b, coords))
+                nxt.extend((child, -1) for child in halve_all(b, coords))
         frontier = nxt
     params = {"theta": th, "fanout": fanout, "beta": fan, "lambda": lam, "delta": delta,
               "stats": {"blocks": len(leaves), "seconds": time.perf_counter() - t0}}
     return finish_view(tensor, leaves, eps_leaf, budget, "privtree", params, gen)
-
-
-def _halve_all(b: Block, coords: np.ndarray) -> list[Block]:
-    """The 2^k children of ``b`` obtained by halving each of its k cuttable axes."""
-    sides = b.hi - b.lo
-    axes = np.flatnonzero(sides > 1)
-    mids = b.lo[axes] + (sides[axes] + 1) // 2
-    bits = (coords[b.idx][:, axes] >= mids[None, :]).astype(np.int64)
-    code = bits @ (1 << np.arange(axes.size, dtype=np.int64))
-    order = np.argsort(code, kind="stable")
-    bounds = np.searchsorted(code[order], np.arange((1 << axes.size) + 1))
-    out = []
-    for c in range(1 << axes.size):
-        lo, hi = b.lo.copy(), b.hi.copy()
-        for j, a in enumerate(axes):
-            if (c >> j) & 1:
-                lo[a] = mids[j]
-            else:
-                hi[a] = mids[j]
-        out.append(Block(lo, hi, b.idx[order[bounds[c]:bounds[c + 1]]], b.node.child(), b.depth + 1))
-    return out
 
 
 def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: float = 1.6, beta: float = 1.2,

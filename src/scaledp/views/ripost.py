@@ -38,6 +38,7 @@ disjoint blocks; the view records the exact largest path sum it spent.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator
 from .blocks import aggregation_error, cut_scores
 from .budget import BudgetNode, PrivacyBudget
-from .sampling import exponential_choice, laplace_release, laplace_release_many
+from .sampling import add_laplace, exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor
 from .view import BlockView
 
@@ -75,6 +76,38 @@ class DepthSeries:
         return self.k / self.os
 
 
+@dataclass(frozen=True)
+class BiasedTest:
+    """PrivTree's biased convergence test (Zhang et al. 2016, Thm. 3.1), as HDPView applies it
+    to AE: a block at depth h (0 at the subtree's root) with statistic v is converged when
+    ``max(floor, v - h delta) + Lap(scale) <= theta``. The bias makes the privacy loss along
+    any root-to-leaf path a geometric series, so the tests of a whole subtree cost ``epsilon``
+    once, whatever its depth."""
+
+    scale: float
+    delta: float
+    floor: float
+
+    def biased(self, value: float, depth: int) -> float:
+        return max(self.floor, value - depth * self.delta)
+
+
+def biased_test(phase: int, epsilon: float, theta: float, fanout: int = 2) -> BiasedTest:
+    """Phase 1 tests the sum (sensitivity 1) as PrivTree with ``fanout`` children per split:
+    ``scale = (2 b - 1)/(b - 1) / eps``, ``delta = scale ln b``, floor ``theta - delta``. Phase 2
+    tests AE (sensitivity 2) as HDPView with its ``a = 1.6``: ``scale = ((2a - 1)/(a - 1) + 1) 2 /
+    eps``, ``delta = scale ln a``, floor ``theta + 2 - delta``."""
+    if phase == 1:
+        b = float(fanout)
+        lam = (2 * b - 1) / (b - 1) / epsilon
+        d = lam * math.log(b)
+        return BiasedTest(lam, d, theta - d)
+    a = 1.6
+    lam = ((2 * a - 1) / (a - 1) + 1) * 2.0 / epsilon
+    d = lam * math.log(a)
+    return BiasedTest(lam, d, theta + 2.0 - d)
+
+
 @dataclass
 class Block:
     lo: np.ndarray
@@ -96,6 +129,27 @@ def split_block(b: Block, axis: int, pos: int, coords: np.ndarray) -> tuple[Bloc
     rlo[axis] = pos
     return (Block(b.lo, lhi, b.idx[left_mask], b.node.child(), b.depth + 1),
             Block(rlo, b.hi, b.idx[~left_mask], b.node.child(), b.depth + 1))
+
+
+def halve_all(b: Block, coords: np.ndarray) -> list[Block]:
+    """The 2^k children of ``b`` obtained by halving each of its k cuttable axes."""
+    sides = b.hi - b.lo
+    axes = np.flatnonzero(sides > 1)
+    mids = b.lo[axes] + (sides[axes] + 1) // 2
+    bits = (coords[b.idx][:, axes] >= mids[None, :]).astype(np.int64)
+    code = bits @ (1 << np.arange(axes.size, dtype=np.int64))
+    order = np.argsort(code, kind="stable")
+    bounds = np.searchsorted(code[order], np.arange((1 << axes.size) + 1))
+    out = []
+    for c in range(1 << axes.size):
+        lo, hi = b.lo.copy(), b.hi.copy()
+        for j, a in enumerate(axes):
+            if (c >> j) & 1:
+                lo[a] = mids[j]
+            else:
+                hi[a] = mids[j]
+        out.append(Block(lo, hi, b.idx[order[bounds[c]:bounds[c + 1]]], b.node.child(), b.depth + 1))
+    return out
 
 
 def perturb_leaves(leaves: list[Block], counts: np.ndarray, eps_p: float, rng, rest: bool = False
@@ -152,79 +206,136 @@ def finish_view(tensor: CountTensor, leaves: list[Block], eps_leaf: float, budge
                      ledger_totals(budget))
 
 
-def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float = 0.3, gamma: float = 0.9, beta: float = 0.4,
-           k: int = 4, os: int = 4, theta1: float = 0.0, theta2: float = 0.0, leaf_budget: str = "rest",
-           rng: RNGLike = None, progress: Progress | None = None) -> BlockView:
+VARIANTS = {"paper": {"alpha": 0.3, "gamma": 0.9, "beta": 0.4},
+            "improved": {"alpha": 0.5, "gamma": 0.5, "beta": 0.9}}
+"""Each variant's default budget shares (paper 004 section 6.1 for 'paper'; the improved ones
+from the sweeps in docs/views.md)."""
+
+
+@dataclass
+class _Phase:
+    """What one phase of the decomposition needs: its statistic, its test, its cuts."""
+
+    number: int
+    test_eps: float
+    cut_eps: float
+    theta: float
+    bias: BiasedTest | None     # None: Algorithm 2's test, omega_i test_eps per depth
+    quadtree: bool              # halve every axis (no cut choice) instead of Algorithm 3
+    midpoints: bool             # Algorithm 3 over each axis's midpoint only
+
+    @property
+    def test_sensitivity(self) -> float:
+        return 1.0 if self.number == 1 else 2.0     # Delta_Sum = 1, Delta_AE = 2 (Theorem 5.1)
+
+    @property
+    def metric(self) -> str:
+        return "min" if self.number == 1 else "ae"
+
+    def test_scale(self, weight: float) -> float:
+        return self.test_sensitivity / (weight * self.test_eps) if self.bias is None else self.bias.scale
+
+
+def _phases(variant: str, eps_d: float, g: float, bt: float, th1: float, th2: float, fan: int
+            ) -> tuple[_Phase, _Phase]:
+    e1, e2 = eps_d * g, eps_d * (1 - g)
+    if variant == "paper":
+        return (_Phase(1, e1 * bt, e1 * (1 - bt), th1, None, False, False),
+                _Phase(2, e2 * bt, e2 * (1 - bt), th2, None, False, False))
+    # improved: phase 1 is PrivTree's (its cuts are free, so the whole phase budget tests)
+    return (_Phase(1, e1, 0.0, th1, biased_test(1, e1, th1, fan), True, False),
+            _Phase(2, e2 * bt, e2 * (1 - bt), th2, biased_test(2, e2 * bt, th2), False, True))
+
+
+def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float | None = None, gamma: float | None = None,
+           beta: float | None = None, k: int = 4, os: int = 4, theta1: float = 0.0, theta2: float = 0.0,
+           leaf_budget: str = "rest", variant: str = "improved", rng: RNGLike = None,
+           progress: Progress | None = None) -> BlockView:
     """Build an ``epsilon``-DP view of ``tensor`` with RIPOST (Algorithm 1).
 
-    ``leaf_budget``: 'rest' (default) or 'fixed' (see the module docstring). The view's
-    ``params['noise']`` lists, per phase and depth reached, the convergence test's Laplace scale
-    and the cut choice's epsilon; ``params['path_spend']`` the spend of the root-to-leaf paths.
+    ``variant='paper'`` is Algorithms 1-3 as published (defaults alpha 0.3, gamma 0.9,
+    beta 0.4). ``'improved'`` (default; alpha 0.5, gamma 0.5, beta 0.9) keeps the two phases
+    and their statistics but spends the budget where it pays at these epsilons: phase 1 is
+    PrivTree's decomposition (every axis halved, its biased sum test charged once for the whole
+    tree), phase 2 tests AE with HDPView's biased test (charged once per phase-1 block) and
+    chooses by the exponential mechanism (omega_i of the cut budget per depth) among the
+    midpoints of the axes only, so that even a near-uniform choice keeps blocks balanced.
+    ``leaf_budget``: 'rest' (default) or 'fixed' (see the module docstring).
 
     ``rng=None`` draws all noise from OpenDP's samplers (see :mod:`.sampling`); an int seed makes
-    the run reproducible (for experiments only). ``progress`` receives a line now and then on long runs."""
+    the run reproducible (for experiments only). The view's ``params['noise']`` lists, per phase
+    and depth reached, the convergence test's Laplace scale and the cut choice's epsilon;
+    ``params['path_spend']`` the spend of the root-to-leaf paths."""
     eps = V.positive_float("epsilon", epsilon)
-    a = V.open_unit("alpha", alpha)
-    g = V.open_unit("gamma", gamma)
-    bt = V.open_unit("beta", beta)
+    V.choice("variant", variant, tuple(VARIANTS))
+    dflt = VARIANTS[variant]
+    a = V.open_unit("alpha", dflt["alpha"] if alpha is None else alpha)
+    g = V.open_unit("gamma", dflt["gamma"] if gamma is None else gamma)
+    bt = V.open_unit("beta", dflt["beta"] if beta is None else beta)
     V.choice("leaf_budget", leaf_budget, ("rest", "fixed"))
     series = DepthSeries(k, os)
-    th1 = float(theta1)
-    th2 = float(theta2)
+    th1, th2 = float(theta1), float(theta2)
     gen = None if rng is None else as_generator(rng)
-
-    eps_p, eps_d = eps * (1 - a), eps * a
-    eps_1, eps_2 = eps_d * g, eps_d * (1 - g)
-    cc1, ss1 = eps_1 * bt, eps_1 * (1 - bt)
-    cc2, ss2 = eps_2 * bt, eps_2 * (1 - bt)
+    eps_p = eps * (1 - a)
+    fan = max(2, 2 ** int(np.sum(np.asarray(tensor.shape) > 1)))
+    phases = _phases(variant, eps * a, g, bt, th1, th2, fan)
 
     budget = PrivacyBudget(eps)
     coords, counts = tensor.coords, tensor.counts.astype(np.float64)
-    root = root_block(tensor, budget, 1)
     t0, last = time.perf_counter(), time.perf_counter()
     stats = {"cuts_phase1": 0, "cuts_phase2": 0, "max_depth_phase1": 1, "max_depth_phase2": 1}
 
-    def run_phase(start: list[Block], phase: int) -> list[Block]:
+    def run_phase(start: list[Block], ph: _Phase) -> list[Block]:
         nonlocal last
-        cc, ss = (cc1, ss1) if phase == 1 else (cc2, ss2)
-        th = th1 if phase == 1 else th2
-        d_cc = 1.0 if phase == 1 else 2.0          # Delta_Sum = 1, Delta_AE = 2 (Theorem 5.1)
-        metric = "min" if phase == 1 else "ae"
-        d_score = 2.0 * (1.0 if phase == 1 else 2.0)  # score sensitivity 2 x metric sensitivity
+        n = ph.number
+        if ph.bias is not None:
+            for b in start:                          # the whole phase's tests, once per subtree
+                if b.cells() > 1.0:
+                    b.node.charge(ph.test_eps, f"phase {n} biased convergence (whole subtree)")
         stack, done = list(start), []
         while stack:
             b = stack.pop()
             if progress is not None and time.perf_counter() - last > 2.0:
                 last = time.perf_counter()
-                report(progress, "phase", f"phase {phase}: {len(done)} converged, {len(stack) + 1} open, "
+                report(progress, "phase", f"phase {n}: {len(done)} converged, {len(stack) + 1} open, "
                        f"{last - t0:.1f} s")
             if b.cells() <= 1.0:
                 done.append(b)
                 continue
             w = series.weight(b.depth)
             x = counts[b.idx]
-            value = float(x.sum()) if phase == 1 else aggregation_error(x, b.cells())
-            noisy = laplace_release(value, d_cc, w * cc, b.node, f"phase {phase} convergence", gen)[0]
-            if noisy <= th:
+            value = float(x.sum()) if n == 1 else aggregation_error(x, b.cells())
+            if ph.bias is None:
+                noisy = laplace_release(value, ph.test_sensitivity, w * ph.test_eps, b.node,
+                                        f"phase {n} convergence", gen)[0]
+            else:
+                noisy = float(add_laplace(ph.bias.biased(value, b.depth - 1), ph.bias.scale, gen))
+            if noisy <= ph.theta:
                 done.append(b)
                 continue
-            axes, poss, scores = cut_scores(coords[b.idx], x, b.lo, b.hi, metric)
-            i = exponential_choice(scores, d_score, w * ss, b.node, f"phase {phase} split", gen)
-            left, right = split_block(b, int(axes[i]), int(poss[i]), coords)
-            stats[f"cuts_phase{phase}"] += 1
-            stats[f"max_depth_phase{phase}"] = max(stats[f"max_depth_phase{phase}"], left.depth)
-            stack.extend((left, right))
+            if ph.quadtree:                          # every cuttable axis halved: data-independent
+                children = halve_all(b, coords)
+            else:
+                axes, poss, scores = cut_scores(coords[b.idx], x, b.lo, b.hi, ph.metric)
+                if ph.midpoints:
+                    mid = poss == b.lo[axes] + (b.hi[axes] - b.lo[axes] + 1) // 2
+                    axes, poss, scores = axes[mid], poss[mid], scores[mid]
+                i = exponential_choice(scores, 2.0 * ph.test_sensitivity, w * ph.cut_eps, b.node,
+                                       f"phase {n} split", gen)   # score sensitivity 2 x the metric's
+                children = list(split_block(b, int(axes[i]), int(poss[i]), coords))
+            stats[f"cuts_phase{n}"] += 1
+            stats[f"max_depth_phase{n}"] = max(stats[f"max_depth_phase{n}"], children[0].depth)
+            stack.extend(children)
         return done
 
-    phase1 = run_phase([root], 1)
+    phase1 = run_phase([root_block(tensor, budget, 1)], phases[0])
     for b in phase1:
         b.depth = 1                                 # depth restarts in phase 2 (section 5.3.1)
-    leaves = run_phase(phase1, 2)
+    leaves = run_phase(phase1, phases[1])
     stats.update(blocks_phase1=len(phase1), blocks=len(leaves), seconds=time.perf_counter() - t0)
-    noise = [{"phase": ph, "depth": i, "test_laplace_scale": dcc / (series.weight(i) * cc),
-              "split_epsilon": series.weight(i) * ss}
-             for ph, dcc, cc, ss in ((1, 1.0, cc1, ss1), (2, 2.0, cc2, ss2))
-             for i in range(1, stats[f"max_depth_phase{ph}"] + 1)]
-    params = {"alpha": a, "gamma": g, "beta": bt, "k": series.k, "os": series.os, "theta1": th1, "theta2": th2,
-              "leaf_budget": leaf_budget, "stats": stats, "noise": noise}
+    noise = [{"phase": ph.number, "depth": i, "test_laplace_scale": ph.test_scale(series.weight(i)),
+              "split_epsilon": 0.0 if ph.quadtree else series.weight(i) * ph.cut_eps}
+             for ph in phases for i in range(1, stats[f"max_depth_phase{ph.number}"] + 1)]
+    params = {"variant": variant, "alpha": a, "gamma": g, "beta": bt, "k": series.k, "os": series.os,
+              "theta1": th1, "theta2": th2, "leaf_budget": leaf_budget, "stats": stats, "noise": noise}
     return finish_view(tensor, leaves, eps_p, budget, "ripost", params, gen, rest=leaf_budget == "rest")
