@@ -91,7 +91,12 @@ def test_opendp_receives_the_values(monkeypatch):
         pytest.skip("OpenDP is not importable here")
     seen = []
     real = S._opendp_laplace
-    monkeypatch.setattr(S, "_opendp_laplace", lambda values, scale: (seen.append(values.copy()), real(values, scale))[1])
+
+    def spy(values, scale):
+        seen.append(values.copy())
+        return real(values, scale)
+
+    monkeypatch.setattr(S, "_opendp_laplace", spy)
     out = laplace_release(np.array([1e6, -3.0]), 1.0, 50.0, PrivacyBudget(100.0).root)
     assert len(seen) == 1 and np.array_equal(seen[0], [1e6, -3.0])
     assert abs(out[0] - 1e6) < 5.0 and abs(out[1] + 3.0) < 5.0
