@@ -195,7 +195,7 @@ def test_cli_refuses_undeclared_domain_and_out_of_domain_values(tmp_path):
 
 @pytest.mark.parametrize("extra,flag", [(["--method", "expmech", "--subsets", "5"], "--subsets"),
                                         (["--method", "lp", "--partition", "metis"], "--partition"),
-                                        (["--method", "outputs", "--scheduler", "tcp://127.0.0.1:9"], "--scheduler"),
+                                        (["--method", "expmech", "--scheduler", "tcp://127.0.0.1:9"], "--scheduler"),
                                         (["--method", "constopt", "--gap", "0.1"], "--gap"),
                                         (["--method", "lp", "--plot", "plots"], "--plot")])
 def test_an_option_the_method_does_not_take_is_an_error(tmp_path, extra, flag):

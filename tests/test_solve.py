@@ -44,7 +44,7 @@ def test_the_exact_methods_agree_on_the_optimum(small):
 
 
 @pytest.mark.parametrize("method,option", [("expmech", "subsets"), ("lp", "partition"), ("benders", "objective"),
-                                           ("outputs", "scheduler"), ("constopt", "gap"), ("madlib", "solver")])
+                                           ("outputs", "subsets"), ("constopt", "gap"), ("madlib", "solver")])
 def test_an_option_the_method_does_not_take_is_named(small, method, option):
     with pytest.raises(TypeError, match=f"{method!r} does not take {option}"):
         solve(small, method, **{option: 1})

@@ -134,10 +134,10 @@ def test_the_pricer_solves_its_lps_with_rigorous_bounds(case):
     A = cone_rows(N, g.edges, g.distance, space.epsilon)
     C = space.weighted_cost / space.weighted_cost.max()
     rng = np.random.default_rng(0)
-    dual = Pricer(A, N, 1e-9, 1)
+    dual = Pricer(A, C, 1e-9, 1)
     for scale in (0.5, 1.0, 2.0):                    # three rounds: the models are re-used
         lam = C.min(axis=1) + scale * rng.uniform(0, 0.5, N)
-        bd, Zd, _ = dual.price(C, lam)
+        bd, Zd, _ = dual.price(lam)
         assert np.any(bd < -1e-3)                    # not a trivial round: some output prices out
         for k in range(C.shape[1]):
             w = C[:, k] - lam
@@ -172,3 +172,62 @@ def test_when_the_repair_gives_up_the_exact_free_master_stands_in(case, monkeypa
     assert res.stats["repaired_best"] == 0
     assert res.status == "optimal" and res.mechanism.verification.passed
     assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
+
+
+# ------------------------------------------------------------------ on Dask
+def _dask_case():
+    return build_space(grid(8, 8, 1.0), epsilon=1.0, eta=1.5, n_outputs=24, cost="travel", seed=3)
+
+
+def test_pricing_on_a_dask_cluster_is_the_threaded_run():
+    """A LocalCluster of two processes: the same certified matrix, bounds and rounds as threads."""
+    pytest.importorskip("dask.distributed")
+    space = _dask_case()
+    a = solve_outputs(space, gap=1e-4, workers=2)
+    b = solve_outputs(space, gap=1e-4, workers=2, executor="dask")
+    assert b.stats["executor"] == "dask" and a.stats["executor"] == "threads"
+    assert b.mechanism.verification.passed
+    assert (a.upper_bound, a.lower_bound, a.iterations) == (b.upper_bound, b.lower_bound, b.iterations)
+    assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
+
+
+def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged():
+    """A worker killed after round 2: its pricing group is rebuilt on a live worker and replayed
+    through the earlier rounds' duals, so the run ends exactly as the threaded one."""
+    import os
+
+    pytest.importorskip("dask.distributed")
+    import scaledp.pmo.outputs.pricing as pricing
+
+    space = _dask_case()
+    a = solve_outputs(space, gap=1e-4, workers=2)
+    seen = {}
+    real_init = pricing.DaskPricer.__init__
+
+    def init(self, *args, **kw):
+        real_init(self, *args, **kw)
+        seen["pricer"] = self
+
+    def progress(ev):
+        if ev.stage == "round" and ev.record.get("iteration") == 2 and "killed" not in seen:
+            client = seen["pricer"].client
+            seen["killed"] = sorted(client.scheduler_info()["workers"])[0]
+            try:
+                client.run(os._exit, 1, workers=[seen["killed"]])
+            except Exception:   # the worker dies before it can answer
+                pass
+
+    pricing.DaskPricer.__init__ = init
+    try:
+        b = solve_outputs(space, gap=1e-4, workers=2, executor="dask", progress=progress)
+    finally:
+        pricing.DaskPricer.__init__ = real_init
+    assert "killed" in seen and b.stats["pricing_replays"] >= 1
+    assert b.mechanism.verification.passed
+    assert (a.upper_bound, a.lower_bound) == (b.upper_bound, b.lower_bound)
+    assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
+
+
+def test_outputs_refuses_an_executor_it_has_not():
+    with pytest.raises(ValueError, match="executor"):
+        solve(_dask_case(), "outputs", executor="process")

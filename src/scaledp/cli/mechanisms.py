@@ -26,7 +26,8 @@ from .common import Live, check_output_path, err, fmt, friendly_errors, main, ou
 METHOD_OPTIONS = {"objective": "objective", "r": "r", "lambdas": "lambdas", "delta": "delta", "draws": "draws",
                   "solver": "solver", "time_limit": "time_limit", "tolerance": "tolerance",
                   "partition": "partition", "subsets": "subsets", "gap": "gap", "max_iterations": "max_iterations",
-                  "workers": "workers", "scheduler": "scheduler", "no_reduce": "reduce", "variant": "variant"}
+                  "workers": "workers", "scheduler": "scheduler", "executor": "executor", "no_reduce": "reduce",
+                  "variant": "variant"}
 
 
 def parse_lambdas(text: str) -> list[float]:
@@ -122,8 +123,12 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
               help="relative gap the result must be within to be 'optimal': lp [1e-6]; outputs, benders [0.01]")
 @click.option("--max-iterations", type=int, default=None, help="outputs [500], benders [1000]: round limit")
 @click.option("--workers", type=int, default=None,
-              help="outputs: pricing threads [one per core]; benders: subproblem processes [1]")
-@click.option("--scheduler", default=None, help="benders: address of an existing Dask scheduler")
+              help="outputs: pricing threads or Dask workers [one per core]; benders: subproblem processes [1]")
+@click.option("--executor", type=click.Choice(["threads", "dask", "serial", "process"]), default=None,
+              help="outputs: where the pricing LPs run, threads or dask (a LocalCluster of --workers processes, or "
+                   "--scheduler's cluster) [threads]; benders: serial, process or dask [serial]")
+@click.option("--scheduler", default=None,
+              help="outputs, benders: address of an existing Dask scheduler (implies --executor dask)")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
               help="outputs, benders: write convergence.png and (benders, 2-D data) partition.png here")
 @click.option("--no-reduce", is_flag=True, help="PMO methods: keep the implied mDP constraints")

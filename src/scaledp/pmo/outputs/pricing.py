@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
+from ..._optional import require
 from ...lp.bounds import lagrangian_bound
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
@@ -35,30 +36,27 @@ def cone_rows(n: int, edges: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr
     return mdp_rows(n, 1, edges, dist, eps)[np.r_[0:2 * m:2, 1:2 * m:2]]
 
 
-class Pricer:
-    """One live HiGHS model per output (in the dual form above); the K solves of a round run on
-    ``workers`` threads (HiGHS releases the GIL while it solves and the models are independent,
-    so the result does not depend on ``workers``)."""
+class OutputModels:
+    """The live pricing models of the outputs ``ks`` (every output on threads; a share of them
+    in a Dask actor). ``C`` holds those outputs' cost columns. A model is built the first time
+    its output is priced and only its right-hand side changes afterwards, so an output's
+    answers depend only on the sequence of duals it was priced at, not on where it lives."""
 
-    def __init__(self, A: sp.csr_matrix, n: int, tolerance: float, workers: int) -> None:
-        self.n = n
-        self.m = A.shape[0]
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
         self.A = A
+        self.m, self.n = A.shape
+        self.C = np.asarray(C, dtype=np.float64)
+        self.ks = np.asarray(ks, dtype=np.int64)
         self.lo = np.full(self.m, -INF)
         self.up = np.zeros(self.m)
-        self.x_lo, self.x_up = np.zeros(n), np.ones(n)
+        self.x_lo, self.x_up = np.zeros(self.n), np.ones(self.n)
         self.models: list[HighsLP] = []
-        self.AD = sp.hstack([A.T, sp.identity(n)], format="csr")
+        self.AD = sp.hstack([A.T, sp.identity(self.n)], format="csr")
         self.tolerance = tolerance
-        self.cols = np.arange(n, dtype=np.int32)
-        self.no_upper = np.full(n, INF)
-        self.pool = ThreadPoolExecutor(workers) if workers > 1 else None
+        self.cols = np.arange(self.n, dtype=np.int32)
+        self.no_upper = np.full(self.n, INF)
         self.fallbacks = 0   # solves the live model failed and a fresh interior-point one did
         self.failures = 0    # solves both failed: the bound of y = 0 and no column
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
 
     def _build(self, w: np.ndarray) -> HighsLP:
         m = HighsLP(np.r_[np.zeros(self.m), np.ones(self.n)], self.AD, -w, self.no_upper,
@@ -81,8 +79,16 @@ class Pricer:
                        np.zeros(self.m + self.n), np.full(self.m + self.n, INF),
                        solver="ipm", tolerance=self.tolerance, presolve=True).solve()
 
-    def _one(self, k: int, w: np.ndarray) -> tuple[float, np.ndarray, int]:
-        m = self.models[k]
+    def weights(self, lam: np.ndarray) -> list[np.ndarray]:
+        """``c_k - lam`` for each of this group's outputs; builds the models not built yet."""
+        W = [np.ascontiguousarray(self.C[:, j] - lam) for j in range(len(self.ks))]
+        while len(self.models) < len(W):
+            self.models.append(self._build(W[len(self.models)]))
+        return W
+
+    def one(self, j: int, w: np.ndarray) -> tuple[float, np.ndarray, int]:
+        """Output ``ks[j]`` at ``w = c - lam``: a rigorous bound, the minimiser, the iterations."""
+        m = self.models[j]
         m.set_row_bounds(self.cols, -w, self.no_upper)
         sol = m.solve()
         if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
@@ -95,17 +101,140 @@ class Pricer:
         v = lagrangian_bound(w, self.A, self.lo, self.up, self.x_lo, self.x_up, pi)
         return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), sol.iterations  # z = 0 is in P: min <= 0
 
-    def price(self, C: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+        """Every output of the group in turn (a Dask actor's call): ``(ks, bounds, Z, iterations,
+        fallbacks, failures)``, the last two cumulative."""
+        out = [self.one(j, w) for j, w in enumerate(self.weights(lam))]
+        return (self.ks, np.array([o[0] for o in out]), np.column_stack([o[1] for o in out]),
+                int(sum(o[2] for o in out)), self.fallbacks, self.failures)
+
+
+class Pricer:
+    """Every output's live model in this process; the K solves of a round run on ``workers``
+    threads (HiGHS releases the GIL while it solves and the models are independent, so the
+    result does not depend on ``workers``)."""
+
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int) -> None:
+        self.group = OutputModels(A, C, np.arange(C.shape[1]), tolerance)
+        self.pool = ThreadPoolExecutor(workers) if workers > 1 else None
+
+    @property
+    def fallbacks(self) -> int:
+        return self.group.fallbacks
+
+    @property
+    def failures(self) -> int:
+        return self.group.failures
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Rigorous lower bounds on ``min_{z in P} (c_k - lam)' z`` for every output k, the
         minimisers (as columns) and the simplex iterations spent."""
-        K = C.shape[1]
-        W = [np.ascontiguousarray(C[:, k] - lam) for k in range(K)]
-        while len(self.models) < K:        # built here, in one thread
-            self.models.append(self._build(W[len(self.models)]))
+        g = self.group
+        W = g.weights(lam)                 # models built here, in one thread
         if self.pool is None:
-            out = [self._one(k, W[k]) for k in range(K)]
+            out = [g.one(j, w) for j, w in enumerate(W)]
         else:
-            out = list(self.pool.map(self._one, range(K), W))
+            out = list(self.pool.map(g.one, range(len(W)), W))
         bounds = np.array([o[0] for o in out])
         Z = np.column_stack([o[1] for o in out])
         return bounds, Z, int(sum(o[2] for o in out))
+
+
+class DaskPricer:
+    """The pricing LPs on a Dask cluster: the outputs split into one group per worker, each
+    group's live models held by a Dask actor (:class:`OutputModels`). The cone rows, which every
+    group needs, are scattered once (broadcast); each group receives its own cost columns once;
+    a round sends every actor only the duals and gathers the answers in output order, so the run
+    is the threaded run, to the bit.
+
+    A worker lost mid-run loses its actor's models, and their state depends on every dual they
+    were priced at; the group is then rebuilt on a live worker and replayed through the duals of
+    every earlier round (kept here), which restores the same models, before the round is priced
+    again. ``replays`` counts those rebuilds."""
+
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int = 2,
+                 address: str | None = None, connect_timeout: float = 10.0) -> None:
+        distributed = require("dask.distributed", "distributed", "pricing on Dask")
+        self.cluster = None
+        if address:
+            try:
+                self.client = distributed.Client(address, timeout=f"{connect_timeout}s")
+            except (OSError, TimeoutError) as exc:
+                raise ValueError(f"Dask scheduler at {address!r} did not answer within {connect_timeout:g} s: "
+                                 f"{exc}") from None
+        else:
+            self.cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                                                    host="127.0.0.1", dashboard_address=None)
+            self.client = distributed.Client(self.cluster)
+        n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or workers)
+        K = C.shape[1]
+        self.groups = [g for g in np.array_split(np.arange(K), min(n_workers, K)) if len(g)]
+        self.A_data = A
+        self.A = self.client.scatter(A, broadcast=True)
+        self.C = C
+        self.tolerance = tolerance
+        self.lams: list[np.ndarray] = []
+        self.replays = 0
+        self.actors = [self._actor(g) for g in self.groups]
+        self._counts = [(0, 0)] * len(self.groups)
+
+    def _actor(self, g: np.ndarray):
+        return self.client.submit(OutputModels, self.A, self.C[:, g], g, self.tolerance, actor=True,
+                                  pure=False).result()
+
+    def _rebuild(self, i: int) -> None:
+        """Group ``i`` on a live worker, replayed through every earlier round's duals."""
+        self.replays += 1
+        self.A = self.client.scatter(self.A_data, broadcast=True)   # its holders may be gone too
+        self.actors[i] = self._actor(self.groups[i])
+        for lam in self.lams:
+            self.actors[i].price(lam).result()
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(c[0] for c in self._counts)
+
+    @property
+    def failures(self) -> int:
+        return sum(c[1] for c in self._counts)
+
+    def _submit(self, i: int, lam: np.ndarray):
+        """Group ``i``'s call for ``lam``, or None when its actor is already known to be lost."""
+        try:
+            return self.actors[i].price(lam)
+        except Exception:   # distributed raises on the attribute of an actor whose worker is gone
+            return None
+
+    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """As :meth:`Pricer.price`."""
+        lam = np.asarray(lam, dtype=np.float64)
+        futures = [self._submit(i, lam) for i in range(len(self.actors))]
+        parts = []
+        for i, f in enumerate(futures):
+            for attempt in range(3):
+                try:
+                    if f is None:
+                        raise RuntimeError(f"the worker holding pricing group {i} was lost")
+                    parts.append(f.result())
+                    break
+                except Exception:   # the worker (and the actor's models) is gone: rebuild, replay, retry
+                    if attempt == 2:
+                        raise
+                    self._rebuild(i)
+                    f = self._submit(i, lam)
+        self.lams.append(lam.copy())
+        self._counts = [(p[4], p[5]) for p in parts]
+        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
+        bounds = np.concatenate([p[1] for p in parts])[order]
+        Z = np.hstack([p[2] for p in parts])[:, order]
+        return bounds, Z, int(sum(p[3] for p in parts))
+
+    def close(self) -> None:
+        self.actors = []
+        if self.cluster is not None:   # ours: workers and scheduler first, so none heartbeats into a closed one
+            self.cluster.close()
+        self.client.close()

@@ -54,7 +54,7 @@ from ...space import Space
 from ..model import MAX_LOG_RATIO
 from ..upper import mdp_envelope, rebalance_rows, repair_rows
 from .master import ColumnMaster, new_columns
-from .pricing import Pricer, cone_rows
+from .pricing import DaskPricer, Pricer, cone_rows
 
 ELASTIC_WIDTH = 1000.0
 """The elastic free master's slack costs ``lambda +- width``, with width this times the
@@ -96,7 +96,8 @@ class _Decomposition:
     """The state of one run: the instance in cost units, both masters, the pricer, and the
     best certified matrix so far."""
 
-    def __init__(self, space: Space, *, reduce: bool, tolerance: float, workers: int) -> None:
+    def __init__(self, space: Space, *, reduce: bool, tolerance: float, workers: int, executor: str = "threads",
+                 scheduler: str | None = None) -> None:
         self.space = space
         N, self.K = space.n_records, space.n_outputs
         self.eps = space.epsilon
@@ -124,7 +125,9 @@ class _Decomposition:
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
         self.free.protected = self.free.n_cols     # kept: through the all-ones columns the free master is feasible
-        self.pricer = Pricer(A, N, tolerance, workers)
+        self.pricer: Pricer | DaskPricer = (
+            Pricer(A, self.C, tolerance, workers) if executor == "threads"
+            else DaskPricer(A, self.C, tolerance, workers, scheduler))
         self.lb = float(center.sum())
         self.ub = math.inf
         self.best: tuple[np.ndarray, CertifyReport] | None = None
@@ -207,7 +210,7 @@ class _Decomposition:
         smoothing weight and the pricing iterations."""
         center = self.master.center
         lam_s = center + (1.0 - alpha) * (lam - center) if smooth else lam
-        bounds, Znew, iters = self.pricer.price(self.C, lam_s)
+        bounds, Znew, iters = self.pricer.price(lam_s)
         lb_here, lam_lb = float(lam_s.sum() + bounds.sum()), lam_s
         if smooth:
             # Pessoa et al. (2018): if the Lagrangian rises from the smoothed point towards the
@@ -218,7 +221,7 @@ class _Decomposition:
                 alpha = min(0.95, alpha + 0.1 * (1.0 - alpha))
         cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
         if cols.shape[1] == 0 and smooth:           # a mis-pricing: price at the master's duals
-            bounds, Znew, extra = self.pricer.price(self.C, lam)
+            bounds, Znew, extra = self.pricer.price(lam)
             iters += extra
             cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
             lb_master = float(lam.sum() + bounds.sum())
@@ -245,7 +248,8 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
              "edges_kept": int(len(d.edges)), "constraints_before": 2 * len(all_e) * K + N,
              "constraints_after": 2 * len(d.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
              "master_fallbacks": d.master.fallbacks + d.free.fallbacks, "pricing_fallbacks": d.pricer.fallbacks,
-             "pricing_failures": d.pricer.failures, **d.counts}
+             "pricing_failures": d.pricer.failures, "pricing_replays": getattr(d.pricer, "replays", 0),
+             "executor": "dask" if isinstance(d.pricer, DaskPricer) else "threads", **d.counts}
     timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
                "certify": d.t["cert"], "total": time.perf_counter() - t_start}
     true_gap = relative_gap(upper_bound, lower)
@@ -256,18 +260,26 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
 
 def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500, time_limit: float | None = None,
                   reduce: bool = True, tolerance: float = 1e-9, workers: int | None = None,
+                  executor: str | None = None, scheduler: str | None = None,
                   progress: Progress | None = None) -> SolveResult:
     """Solve PMO by the decomposition over outputs and return a certified mechanism.
 
     Stops at the relative ``gap`` between the certified cost and the rigorous lower bound, at
     ``max_iterations`` rounds, or at ``time_limit`` seconds (checked between rounds). The
     result is always the best certified matrix found, with its true gap. ``workers`` threads
-    run the pricing LPs (default: one per core); the result does not depend on it. Options
-    are checked by :func:`scaledp.solve`.
+    run the pricing LPs (default: one per core); the result does not depend on it.
+    ``executor='dask'`` runs them on a Dask cluster instead: the one at ``scheduler`` (an
+    address; giving it implies 'dask'), or a LocalCluster of ``workers`` processes
+    (:class:`~scaledp.pmo.outputs.pricing.DaskPricer`); the result is the threaded run's, and a
+    lost worker's outputs are rebuilt elsewhere. Options are checked by :func:`scaledp.solve`.
     """
+    executor = executor or ("dask" if scheduler else "threads")
+    if executor not in ("threads", "dask"):
+        raise ValueError(f"executor must be 'threads' or 'dask' for the outputs decomposition, got {executor!r}")
     workers = default_workers() if workers is None else workers
     t_start = time.perf_counter()
-    d = _Decomposition(space, reduce=reduce, tolerance=tolerance, workers=workers)
+    d = _Decomposition(space, reduce=reduce, tolerance=tolerance, workers=workers, executor=executor,
+                       scheduler=scheduler)
     t_build = time.perf_counter() - t_start
     N = space.n_records
     alpha = 0.5
