@@ -18,6 +18,7 @@ HiGHS's accuracy.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -101,12 +102,14 @@ class OutputModels:
         v = lagrangian_bound(w, self.A, self.lo, self.up, self.x_lo, self.x_up, pi)
         return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), sol.iterations  # z = 0 is in P: min <= 0
 
-    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float]:
         """Every output of the group in turn (a Dask actor's call): ``(ks, bounds, Z, iterations,
-        fallbacks, failures)``, the last two cumulative."""
+        fallbacks, failures, seconds)``, fallbacks and failures cumulative, seconds this call's
+        compute time."""
+        t0 = time.perf_counter()
         out = [self.one(j, w) for j, w in enumerate(self.weights(lam))]
         return (self.ks, np.array([o[0] for o in out]), np.column_stack([o[1] for o in out]),
-                int(sum(o[2] for o in out)), self.fallbacks, self.failures)
+                int(sum(o[2] for o in out)), self.fallbacks, self.failures, time.perf_counter() - t0)
 
 
 class Pricer:
@@ -179,6 +182,7 @@ class DaskPricer:
         self.tolerance = tolerance
         self.lams: list[np.ndarray] = []
         self.replays = 0
+        self.rounds: list[dict[str, float]] = []   # per call: wall seconds, slowest group's compute, sum
         self.actors = [self._actor(g) for g in self.groups]
         self._counts = [(0, 0)] * len(self.groups)
 
@@ -212,6 +216,7 @@ class DaskPricer:
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """As :meth:`Pricer.price`."""
         lam = np.asarray(lam, dtype=np.float64)
+        t0 = time.perf_counter()
         futures = [self._submit(i, lam) for i in range(len(self.actors))]
         parts = []
         for i, f in enumerate(futures):
@@ -228,6 +233,8 @@ class DaskPricer:
                     f = self._submit(i, lam)
         self.lams.append(lam.copy())
         self._counts = [(p[4], p[5]) for p in parts]
+        self.rounds.append({"wall": time.perf_counter() - t0, "compute_max": max(p[6] for p in parts),
+                            "compute_sum": sum(p[6] for p in parts)})
         order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
         bounds = np.concatenate([p[1] for p in parts])[order]
         Z = np.hstack([p[2] for p in parts])[:, order]

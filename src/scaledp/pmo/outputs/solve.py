@@ -249,6 +249,7 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
              "constraints_after": 2 * len(d.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
              "master_fallbacks": d.master.fallbacks + d.free.fallbacks, "pricing_fallbacks": d.pricer.fallbacks,
              "pricing_failures": d.pricer.failures, "pricing_replays": getattr(d.pricer, "replays", 0),
+             "pricing_calls": list(getattr(d.pricer, "rounds", [])),
              "executor": "dask" if isinstance(d.pricer, DaskPricer) else "threads", **d.counts}
     timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
                "certify": d.t["cert"], "total": time.perf_counter() - t_start}
