@@ -47,3 +47,28 @@ def test_identity_answers_with_summed_area_table():
     assert np.allclose(v.answer(w), ref)
     with pytest.raises(ValueError, match="max_cells"):
         identity(t, 1.0, max_cells=10)
+
+
+def test_privbayes_spends_epsilon_once_and_keeps_the_domain():
+    """PrivBayes (DataSynthesizer): charged epsilon once, n synthetic records inside the
+    declared domain (values absent from the data included), answers close to the truth at a
+    large epsilon on data with one strong dependency."""
+    pytest.importorskip("DataSynthesizer")
+    from scaledp.views import build_view
+    from scaledp.views.tensor import CountTensor, Domain
+    from scaledp.views.view import true_answers
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 6, 3000)
+    b = np.where(rng.random(3000) < 0.9, a % 3, rng.integers(0, 3, 3000))     # b depends on a
+    doms = (Domain.numeric("a", 0, 8, 8), Domain.numeric("b", 0, 4, 4))       # a = 6, 7 and b = 3 never occur
+    t = CountTensor.from_frame(pd.DataFrame({"a": a, "b": b}), ["a", "b"], {"a": doms[0], "b": doms[1]})
+    v = build_view(t, "privbayes", 5.0, rng=1)
+    assert Fraction(v.spent) == Fraction(5.0) and v.ledger == {"privbayes": 5.0}
+    assert int(v.counts.sum()) == 3000
+    assert np.all(v.coords >= 0) and np.all(v.coords < np.asarray(t.shape))
+    w = Workload.random(t.shape, 200, 2, rng=2)
+    err = np.sqrt(np.mean((v.answer(w) - true_answers(t, w)) ** 2))
+    assert err < 0.1 * 3000
+    with pytest.raises(ValueError, match="two columns"):
+        build_view(CountTensor.from_frame(pd.DataFrame({"a": a}), ["a"], {"a": doms[0]}), "privbayes", 1.0, rng=1)

@@ -9,18 +9,19 @@ from .. import _validate as V
 from ..randomness import RNGLike
 from .competitors import hdpview, identity, privtree
 from .ripost import ripost
+from .synthesizers import privbayes
 from .tensor import CountTensor
-from .view import BlockView, DenseView
+from .view import BlockView, DenseView, SampleView
 
 METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
-                                          "identity": identity}
+                                          "identity": identity, "privbayes": privbayes}
 PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget", "variant"},
           "privtree": {"theta", "fanout"}, "hdpview": {"ratio", "a", "beta", "gamma", "theta"},
-          "identity": {"max_cells"}}
+          "identity": {"max_cells"}, "privbayes": {"degree"}}
 
 
 def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None,
-               **params: Any) -> BlockView | DenseView:
+               **params: Any) -> BlockView | DenseView | SampleView:
     """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
     own (unknown ones are refused, so a typo cannot silently fall back to a default)."""
     V.choice("method", method, tuple(METHODS))

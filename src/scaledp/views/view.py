@@ -259,3 +259,25 @@ class DenseView(_OverDomains):
             sign = (-1) ** (d - sum(corner))
             out += sign * self._sat[idx]
         return np.bincount(work.owner, weights=out, minlength=work.n_queries)
+
+
+@dataclass
+class SampleView(_OverDomains):
+    """A view made of synthetic records (a synthesizer's output): the cells they occupy and how
+    many records each holds. Queries count the synthetic records inside the box."""
+
+    domains: tuple[Domain, ...]
+    coords: np.ndarray
+    counts: np.ndarray
+    method: str
+    epsilon: float
+    spent: float
+    params: dict[str, Any] = field(default_factory=dict)
+    ledger: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.counts.size)
+
+    def answer(self, work: Workload) -> np.ndarray:
+        return answer_boxes(self.coords, self.coords + 1, self.counts.astype(np.float64), self.shape, work)
