@@ -1,4 +1,4 @@
-"""Paper 004 on Adult: Figures 5, 7, 15 and 3 (RIPOST against HDPView, PrivTree, Identity, PrivBayes).
+"""Paper 004 on Adult: Figures 5, 7, 15 and 3 (RIPOST against HDPView, PrivTree, Identity, PrivBayes, MST).
 
     python -m benchmarks.paper004.adult --figure 5  [--reps 10] [--sets 5]
     python -m benchmarks.paper004.adult --figure 7  [--reps 10]
@@ -34,7 +34,7 @@ DATA = data_dir() / "adult"
 FIG5_COLUMNS = ("age", "workclass", "education", "marital-status", "race", "sex", "hours-per-week")
 FIG7_ORDER = ("age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "hours-per-week", "income", "education-num", "native-country", "capital-gain", "capital-loss")
-METHODS = ("ripost", "hdpview", "privtree", "identity", "privbayes")
+METHODS = ("ripost", "hdpview", "privtree", "identity", "privbayes", "mst")
 
 
 def load():

@@ -72,3 +72,40 @@ def test_privbayes_spends_epsilon_once_and_keeps_the_domain():
     assert err < 0.1 * 3000
     with pytest.raises(ValueError, match="two columns"):
         build_view(CountTensor.from_frame(pd.DataFrame({"a": a}), ["a"], {"a": doms[0]}), "privbayes", 1.0, rng=1)
+
+
+@given(st.integers(0, 1000), st.floats(0.05, 5.0), st.integers(2, 4))
+@settings(max_examples=8, deadline=None)
+def test_mst_spends_exactly_its_epsilon(seed, eps, d):
+    """MST's three steps (one-way marginals, d - 1 exponential choices, the tree's two-way
+    marginals) never overspend, whatever the rounding of the thirds, and spend it all."""
+    pytest.importorskip("mbi")
+    from scaledp.views import build_view
+
+    rng = np.random.default_rng(seed)
+    t = random_tensor(rng, tuple(int(s) for s in rng.integers(2, 5, size=d)), 0.5, 40)
+    v = build_view(t, "mst", eps, rng=seed, iters=50)
+    assert Fraction(v.spent) <= Fraction(eps) and v.spent == pytest.approx(eps, rel=1e-12)
+    assert len(v.params["tree"]) == d - 1
+
+
+def test_mst_answers_from_its_model():
+    """At a large epsilon on data that is a tree of dependencies, MST's answers are close to the
+    truth, also for a pair of columns it did not measure together; totals are the record count."""
+    pytest.importorskip("mbi")
+    from scaledp.views import build_view
+    from scaledp.views.tensor import CountTensor, Domain
+    from scaledp.views.view import true_answers
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 6, 4000)
+    b = (a + (rng.random(4000) < 0.2)) % 6
+    c = (b + (rng.random(4000) < 0.2)) % 6
+    doms = {k: Domain.numeric(k, 0, 6, 6) for k in "abc"}
+    t = CountTensor.from_frame(pd.DataFrame({"a": a, "b": b, "c": c}), list("abc"), doms)
+    v = build_view(t, "mst", 20.0, rng=1)
+    w = Workload.random(t.shape, 300, 2, rng=2)
+    err = np.sqrt(np.mean((v.answer(w) - true_answers(t, w)) ** 2))
+    assert err < 0.02 * 4000
+    whole = Workload(np.zeros((1, 3), dtype=np.int64), np.asarray([t.shape]), np.zeros(1, dtype=np.int64), 1)
+    assert v.answer(whole)[0] == pytest.approx(4000, rel=0.02)

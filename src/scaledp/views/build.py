@@ -8,20 +8,21 @@ from typing import Any, Callable
 from .. import _validate as V
 from ..randomness import RNGLike
 from .competitors import hdpview, identity, privtree
+from .marginals import mst
 from .ripost import ripost
 from .synthesizers import privbayes
 from .tensor import CountTensor
-from .view import BlockView, DenseView, SampleView
+from .view import BlockView, DenseView, MarginalView, SampleView
 
 METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
-                                          "identity": identity, "privbayes": privbayes}
+                                          "identity": identity, "privbayes": privbayes, "mst": mst}
 PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget", "variant"},
           "privtree": {"theta", "fanout"}, "hdpview": {"ratio", "a", "beta", "gamma", "theta"},
-          "identity": {"max_cells"}, "privbayes": {"degree"}}
+          "identity": {"max_cells"}, "privbayes": {"degree"}, "mst": {"iters"}}
 
 
 def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None,
-               **params: Any) -> BlockView | DenseView | SampleView:
+               **params: Any) -> BlockView | DenseView | SampleView | MarginalView:
     """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
     own (unknown ones are refused, so a typo cannot silently fall back to a default)."""
     V.choice("method", method, tuple(METHODS))

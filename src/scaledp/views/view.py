@@ -281,3 +281,45 @@ class SampleView(_OverDomains):
 
     def answer(self, work: Workload) -> np.ndarray:
         return answer_boxes(self.coords, self.coords + 1, self.counts.astype(np.float64), self.shape, work)
+
+
+@dataclass
+class MarginalView(_OverDomains):
+    """A view that is a fitted model of the data distribution (MST): a query box is answered
+    exactly on the model's marginal over the axes the box restricts (computed once per set of
+    axes, by ``marginal(axes)``, then summed through a summed-area table)."""
+
+    domains: tuple[Domain, ...]
+    marginal: Any
+    method: str
+    epsilon: float
+    spent: float
+    params: dict[str, Any] = field(default_factory=dict)
+    ledger: dict[str, float] = field(default_factory=dict)
+    n_blocks: int = 0
+    _tables: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
+
+    def _sat(self, axes: tuple[int, ...]) -> np.ndarray:
+        if axes not in self._tables:
+            m = np.asarray(self.marginal(axes), dtype=np.float64).reshape([self.shape[a] for a in axes])
+            sat = np.pad(m, [(1, 0)] * m.ndim)
+            for ax in range(sat.ndim):
+                np.cumsum(sat, axis=ax, out=sat)
+            self._tables[axes] = sat
+        return self._tables[axes]
+
+    def answer(self, work: Workload) -> np.ndarray:
+        shp = np.asarray(self.shape, dtype=np.int64)
+        restricted = (work.lo > 0) | (work.hi < shp[None, :])
+        out = np.zeros(work.lo.shape[0])
+        keys = [tuple(np.flatnonzero(r)) for r in restricted]
+        for axes in set(keys):
+            rows = np.asarray([i for i, k in enumerate(keys) if k == axes])
+            if not axes:                                  # the whole domain: the model's total
+                out[rows] = float(self._sat((0,))[-1])
+                continue
+            sat = self._sat(axes)
+            for corner in itertools.product((0, 1), repeat=len(axes)):
+                idx = tuple(np.where(c, work.hi[rows, a], work.lo[rows, a]) for c, a in zip(corner, axes))
+                out[rows] += (-1) ** (len(axes) - sum(corner)) * sat[idx]
+        return np.bincount(work.owner, weights=out, minlength=work.n_queries)
