@@ -145,6 +145,8 @@ def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: n
         add = rest[np.argsort(neg)[:batch]]
         add = add[neg[np.searchsorted(rest, add)] < 0]
         use = np.union1d(use, add)
+    if np.all(c_low >= 0):    # every cost is non-negative, so is the optimum: 0 is a bound too
+        best = max(best, 0.0)
     return best, len(use)
 
 
