@@ -136,6 +136,9 @@ def test_estimated_costs_bound_the_true_costs(city, params, table):
         assert m.any()
         assert np.all(req.C_NO[m] >= true[m] - 1e-12)
         assert np.all(u.c_low[m] <= true[m] + 1e-12)
+        # a location reported as itself costs nothing, and the user knows it (tc(i, i) = 0)
+        rows, cols = np.nonzero(u.lr[:, None] == u.obf[None, :])
+        assert len(rows) == u.n and np.all(req.C_NO[rows, cols] == 0.0)
 
 
 # ------------------------------------------------------------------- solving

@@ -156,7 +156,15 @@ class LRGeoUser:
                             radius_km=self.params.circle_radius)
 
     def obfuscation_request(self, table: TableResponse) -> ObfuscationRequest:
-        """Estimate the costs from the reference table and build the upload (Eq. 27)."""
+        """Estimate the costs from the reference table and build the upload (Eq. 27).
+
+        The upper estimate is Eq. 27's ``p (beta + e_i + e_k)``, lowered to ``p tc(v_i, v_k)``
+        where that is smaller: the travel distance between the two locations' road nodes bounds
+        the cost too (``|tc(i, t) - tc(k, t)| <= tc(i, k)`` for every target t), and the user
+        computes it from the public road network. Without it the diagonal (true cost 0) is
+        charged ``2 p e_i``, and where a location's snapping error e_i is large (a street grid
+        with dropped edges, 0.1 km table cells, 1.2 km locations) the LP reported a neighbour
+        instead of the true cell with probability 0.997 (1.3 km expected cost on that row)."""
         w, P = self.world, self.params
         need = np.union1d(self.lr, self.obf)
         reach = haversine_km(np.asarray(table.center)[None, :], w.latlon[need])
@@ -181,8 +189,9 @@ class LRGeoUser:
         p = np.full(self.n, 1.0 / self.n)
         E = (e[ri][:, None] + e[ci][None, :])[within]
         pw = np.broadcast_to(p[:, None], D_NO.shape)[within]
+        tc = w.travel[np.ix_(self.lr, self.obf)][within]
         C = np.full(D_NO.shape, np.nan)
-        C[within] = pw * (beta + E)
+        C[within] = pw * np.minimum(beta + E, tc)
         low = np.full(D_NO.shape, np.nan)
         low[within] = pw * np.maximum(0.0, beta - E)
         self.c_low = low          # kept by the user (Eq. 33), for the lower bound of Theorem 4.7
