@@ -33,7 +33,7 @@ def run(name: str, executor: str, workers: int, gap: float) -> dict:
     calls = res.stats.get("pricing_calls", [])
     rounds = max(1, len(calls))
     out = {"instance": name, "executor": executor, "workers": workers, "status": res.status,
-           "rounds": res.iterations, "seconds": res.timings["total"], "pricing_seconds": res.timings["price"],
+           "rounds": res.iterations, "seconds": res.timings["total"], "pricing_seconds": res.timings["pricing"],
            "upper_bound": res.upper_bound, "lower_bound": res.lower_bound, "gap": res.gap,
            "audit": bool(res.mechanism.verification.passed), "replays": res.stats.get("pricing_replays", 0)}
     if calls:
