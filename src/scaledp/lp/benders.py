@@ -410,7 +410,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             progress: Progress | None = None,
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
-            start: tuple[float, np.ndarray, list[np.ndarray]] | None = None) -> BendersOutcome:
+            start: tuple[float, np.ndarray, list[np.ndarray]] | None = None,
+            crossing: float = 0.0) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
@@ -428,7 +429,10 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     first upper bound.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
-    rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration. When
+    rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration, up to
+    ``crossing`` times the upper bound when the caller's upper bounds are the values of the
+    blocks' solutions as HiGHS returns them, feasible only to its tolerances (0 when they are
+    certified, as PMO's are), besides 1e-7 for rounding. When
     HiGHS fails on the master or a block with every algorithm, the status is 'failed' and the
     best bounds so far are returned.
     """
@@ -482,7 +486,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 point = heuristic(y, results)
             if point is not None and point[0] < ub:
                 ub, best_y, best_x = point[0], point[1], list(point[2])
-            if lb > ub + 1e-7 * max(1.0, abs(ub)):
+            if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
                 raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
             g = relative_gap(ub, lb)
             rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
