@@ -136,6 +136,25 @@ def rmse(estimate: np.ndarray, truth: np.ndarray) -> float:
     return float(np.sqrt(np.mean((e - t) ** 2)))
 
 
+def summed_area(a: np.ndarray) -> np.ndarray:
+    """The summed-area table of ``a``: zero-padded at the start of every axis, cumulated."""
+    sat = np.pad(np.asarray(a, dtype=np.float64), [(1, 0)] * a.ndim)
+    for ax in range(sat.ndim):
+        np.cumsum(sat, axis=ax, out=sat)
+    return sat
+
+
+def box_sums(sat: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sums over the boxes ``[lo, hi)`` (one per row) from a summed-area table, by the
+    inclusion-exclusion of its 2^d corners."""
+    d = sat.ndim
+    out = np.zeros(lo.shape[0])
+    for corner in itertools.product((0, 1), repeat=d):
+        idx = tuple(np.where(c, hi[:, j], lo[:, j]) for j, c in enumerate(corner))
+        out += (-1) ** (d - sum(corner)) * sat[idx]
+    return out
+
+
 class _OverDomains:
     """Shape and column names of a view, from its public domains."""
 
@@ -248,16 +267,8 @@ class DenseView(_OverDomains):
 
     def answer(self, work: Workload) -> np.ndarray:
         if self._sat is None:
-            sat = np.pad(self.noisy, [(1, 0)] * self.noisy.ndim)
-            for ax in range(sat.ndim):
-                np.cumsum(sat, axis=ax, out=sat)
-            self._sat = sat
-        d = self.noisy.ndim
-        out = np.zeros(work.lo.shape[0])
-        for corner in itertools.product((0, 1), repeat=d):
-            idx = tuple(np.where(c, work.hi[:, j], work.lo[:, j]) for j, c in enumerate(corner))
-            sign = (-1) ** (d - sum(corner))
-            out += sign * self._sat[idx]
+            self._sat = summed_area(self.noisy)
+        out = box_sums(self._sat, work.lo, work.hi)
         return np.bincount(work.owner, weights=out, minlength=work.n_queries)
 
 
@@ -302,10 +313,7 @@ class MarginalView(_OverDomains):
     def _sat(self, axes: tuple[int, ...]) -> np.ndarray:
         if axes not in self._tables:
             m = np.asarray(self.marginal(axes), dtype=np.float64).reshape([self.shape[a] for a in axes])
-            sat = np.pad(m, [(1, 0)] * m.ndim)
-            for ax in range(sat.ndim):
-                np.cumsum(sat, axis=ax, out=sat)
-            self._tables[axes] = sat
+            self._tables[axes] = summed_area(m)
         return self._tables[axes]
 
     def answer(self, work: Workload) -> np.ndarray:
@@ -318,8 +326,6 @@ class MarginalView(_OverDomains):
             if not axes:                                  # the whole domain: the model's total
                 out[rows] = float(self._sat((0,))[-1])
                 continue
-            sat = self._sat(axes)
-            for corner in itertools.product((0, 1), repeat=len(axes)):
-                idx = tuple(np.where(c, work.hi[rows, a], work.lo[rows, a]) for c, a in zip(corner, axes))
-                out[rows] += (-1) ** (len(axes) - sum(corner)) * sat[idx]
+            ax = list(axes)
+            out[rows] = box_sums(self._sat(axes), work.lo[np.ix_(rows, ax)], work.hi[np.ix_(rows, ax)])
         return np.bincount(work.owner, weights=out, minlength=work.n_queries)
