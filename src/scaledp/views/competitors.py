@@ -35,7 +35,7 @@ from .. import _validate as V
 from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
-from .ripost import Block, finish_view, halve_all, ledger_totals, root_block, split_block
+from .ripost import Block, BiasedTest, finish_view, halve_all, ledger_totals, quadtree_fanout, root_block, split_block
 from .sampling import add_laplace, exponential_choice
 from .tensor import CountTensor
 from .view import BlockView, DenseView
@@ -73,12 +73,11 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
     coords, counts = tensor.coords, tensor.counts.astype(np.float64)
     shape = np.asarray(tensor.shape, dtype=np.int64)
     d = shape.size
-    fan = 2 ** int(np.sum(shape > 1)) if fanout == "all" else 2
-    fan = max(fan, 2)
+    fan = quadtree_fanout(shape) if fanout == "all" else 2
     # The privacy proof (Zhang et al., Thm. 3.1) bounds one root-to-leaf path; beta enters only
     # through delta = lambda ln beta, so nodes with fewer children than beta are covered too.
-    lam = (2 * fan - 1) / (fan - 1) / eps_tree
-    delta = lam * math.log(fan)
+    test = BiasedTest.on_sum(eps_tree, th, fan)
+    lam, delta = test.scale, test.delta
     budget = PrivacyBudget(eps)
     budget.root.charge(eps_tree, "privtree: biased-convergence tree (whole tree, Zhang et al. Thm. 3.1)")
     t0 = time.perf_counter()
@@ -87,7 +86,7 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
     while frontier:                      # level by level, so each level's noise is one draw
         c = np.asarray([float(counts[b.idx].sum()) for b, _ in frontier])
         depth = np.asarray([b.depth for b, _ in frontier], dtype=np.float64)
-        noisy = add_laplace(np.maximum(th - delta, c - depth * delta), lam, gen)
+        noisy = add_laplace(np.maximum(test.floor, c - depth * delta), lam, gen)
         nxt = []
         for (b, last_axis), z in zip(frontier, noisy):
             sides = b.hi - b.lo
@@ -122,8 +121,8 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
     n_cells = float(tensor.domain_size)
     kappa = max(1, int(math.ceil(math.log2(max(n_cells, 2.0)) * bt)))
     eps_cut = (1 - g) * eps_r / kappa
-    lam = ((2 * a - 1) / (a - 1) + 1) * (2 / (g * eps_r))
-    delta = lam * math.log(a)
+    test = BiasedTest.on_ae(g * eps_r, th, a)
+    lam, delta = test.scale, test.delta
     budget = PrivacyBudget(eps)
     budget.root.charge(g * eps_r, "hdpview: random convergence (whole tree, PrivTree-style bias)")
     coords, counts = tensor.coords, tensor.counts.astype(np.float64)
@@ -152,8 +151,7 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
                 leaves.append(child)
                 continue
             ae = aggregation_error(counts[child.idx], child.cells())
-            biased = max(ae - delta * child.depth, th + 2 - delta)
-            if float(add_laplace(biased, lam, gen)) <= th:
+            if float(add_laplace(test.biased(ae, child.depth), lam, gen)) <= th:
                 leaves.append(child)
             else:
                 stack.append(child)

@@ -30,6 +30,7 @@ from .. import _validate as V
 from .._optional import require
 from ..randomness import RNGLike, as_generator
 from .budget import PrivacyBudget
+from .ripost import ledger_totals
 from .sampling import add_laplace, exponential_choice
 from .tensor import CountTensor
 from .view import MarginalView
@@ -95,9 +96,6 @@ def mst(tensor: CountTensor, epsilon: float = 1.0, iters: int = 1000, rng: RNGLi
     def marginal(axes: tuple[int, ...]) -> np.ndarray:
         return np.asarray(model.project([names[a] for a in axes]).datavector(flatten=False))
 
-    ledger: dict[str, float] = {}
-    for _, e, what in budget.ledger:
-        ledger[what] = ledger.get(what, 0.0) + e
     return MarginalView(tensor.domains, marginal, "mst", eps, float(budget.spent()),
                         {"tree": [[names[a], names[b]] for a, b in tree], "iters": iters,
-                         "total": float(model.total)}, ledger, n_blocks=d + len(tree))
+                         "total": float(model.total)}, ledger_totals(budget), n_blocks=d + len(tree))

@@ -91,21 +91,27 @@ class BiasedTest:
     def biased(self, value: float, depth: int) -> float:
         return max(self.floor, value - depth * self.delta)
 
+    @classmethod
+    def on_sum(cls, epsilon: float, theta: float, fanout: int) -> "BiasedTest":
+        """PrivTree's test of a count (sensitivity 1) with ``fanout`` children per split:
+        ``scale = (2 b - 1)/(b - 1) / eps``, ``delta = scale ln b``, floor ``theta - delta``."""
+        lam = (2 * fanout - 1) / (fanout - 1) / epsilon
+        d = lam * math.log(fanout)
+        return cls(lam, d, theta - d)
 
-def biased_test(phase: int, epsilon: float, theta: float, fanout: int = 2) -> BiasedTest:
-    """Phase 1 tests the sum (sensitivity 1) as PrivTree with ``fanout`` children per split:
-    ``scale = (2 b - 1)/(b - 1) / eps``, ``delta = scale ln b``, floor ``theta - delta``. Phase 2
-    tests AE (sensitivity 2) as HDPView with its ``a = 1.6``: ``scale = ((2a - 1)/(a - 1) + 1) 2 /
-    eps``, ``delta = scale ln a``, floor ``theta + 2 - delta``."""
-    if phase == 1:
-        b = float(fanout)
-        lam = (2 * b - 1) / (b - 1) / epsilon
-        d = lam * math.log(b)
-        return BiasedTest(lam, d, theta - d)
-    a = 1.6
-    lam = ((2 * a - 1) / (a - 1) + 1) * 2.0 / epsilon
-    d = lam * math.log(a)
-    return BiasedTest(lam, d, theta + 2.0 - d)
+    @classmethod
+    def on_ae(cls, epsilon: float, theta: float, a: float = 1.6) -> "BiasedTest":
+        """HDPView's test of AE (sensitivity 2) with bias base ``a``:
+        ``scale = ((2a - 1)/(a - 1) + 1) 2 / eps``, ``delta = scale ln a``, floor
+        ``theta + 2 - delta``."""
+        lam = ((2 * a - 1) / (a - 1) + 1) * (2 / epsilon)
+        d = lam * math.log(a)
+        return cls(lam, d, theta + 2 - d)
+
+
+def quadtree_fanout(shape) -> int:
+    """Children of a split that halves every axis of more than one cell (at least 2)."""
+    return max(2, 2 ** int(np.sum(np.asarray(shape) > 1)))
 
 
 @dataclass
@@ -243,8 +249,8 @@ def _phases(variant: str, eps_d: float, g: float, bt: float, th1: float, th2: fl
         return (_Phase(1, e1 * bt, e1 * (1 - bt), th1, None, False, False),
                 _Phase(2, e2 * bt, e2 * (1 - bt), th2, None, False, False))
     # improved: phase 1 is PrivTree's (its cuts are free, so the whole phase budget tests)
-    return (_Phase(1, e1, 0.0, th1, biased_test(1, e1, th1, fan), True, False),
-            _Phase(2, e2 * bt, e2 * (1 - bt), th2, biased_test(2, e2 * bt, th2), False, True))
+    return (_Phase(1, e1, 0.0, th1, BiasedTest.on_sum(e1, th1, fan), True, False),
+            _Phase(2, e2 * bt, e2 * (1 - bt), th2, BiasedTest.on_ae(e2 * bt, th2), False, True))
 
 
 def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float | None = None, gamma: float | None = None,
@@ -277,7 +283,7 @@ def ripost(tensor: CountTensor, epsilon: float = 0.1, alpha: float | None = None
     th1, th2 = float(theta1), float(theta2)
     gen = None if rng is None else as_generator(rng)
     eps_p = eps * (1 - a)
-    fan = max(2, 2 ** int(np.sum(np.asarray(tensor.shape) > 1)))
+    fan = quadtree_fanout(tensor.shape)
     phases = _phases(variant, eps * a, g, bt, th1, th2, fan)
 
     budget = PrivacyBudget(eps)
