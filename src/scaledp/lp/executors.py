@@ -120,23 +120,36 @@ class ProcessRunner:
         self.procs, self.conns = [], []
 
 
+def dask_client(workers: int, address: str | None, purpose: str, connect_timeout: float) -> tuple[Any, Any]:
+    """``(client, cluster)``: a client of the scheduler at ``address`` (cluster None), or of a
+    new LocalCluster of ``workers`` single-threaded processes. A scheduler that does not answer
+    within ``connect_timeout`` seconds is a ValueError naming it."""
+    distributed = require("dask.distributed", "distributed", purpose)
+    if address:
+        try:
+            return distributed.Client(address, timeout=f"{connect_timeout}s"), None
+        except (OSError, TimeoutError) as exc:
+            raise ValueError(f"Dask scheduler at {address!r} did not answer within {connect_timeout:g} s: "
+                             f"{exc}") from None
+    cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None)
+    return distributed.Client(cluster), cluster
+
+
+def close_dask(client: Any, cluster: Any) -> None:
+    """Close a :func:`dask_client` pair; our own cluster first, so that no worker heartbeats
+    into a scheduler that has gone."""
+    if cluster is not None:
+        cluster.close()
+    client.close()
+
+
 class DaskRunner:
     """Blocks held by Dask actors, on an existing cluster (``address``) or a LocalCluster."""
 
     def __init__(self, blocks: Sequence[BlockSpec], workers: int = 2, address: str | None = None,
                  tolerance: float = 1e-9, connect_timeout: float = 5.0) -> None:
-        distributed = require("dask.distributed", "distributed", "the Dask executor")
-        Client, LocalCluster = distributed.Client, distributed.LocalCluster
-        self.cluster = None
-        if address:
-            try:
-                self.client = Client(address, timeout=f"{connect_timeout}s")
-            except (OSError, TimeoutError) as exc:
-                raise ValueError(f"Dask scheduler at {address!r} did not answer within {connect_timeout:g} s: {exc}") from None
-        else:
-            self.cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                        host="127.0.0.1", dashboard_address=None)
-            self.client = Client(self.cluster)
+        self.client, self.cluster = dask_client(workers, address, "the Dask executor", connect_timeout)
         self.blocks = list(blocks)
         n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or workers)
         self.groups = _balance(self.blocks, n_workers)
@@ -154,9 +167,7 @@ class DaskRunner:
 
     def close(self) -> None:
         self.actors = []
-        self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        close_dask(self.client, self.cluster)
 
 
 def make_runner(blocks: Sequence[BlockSpec], *, executor: str = "serial", workers: int = 2,

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-from ..._optional import require
 from ...lp.bounds import lagrangian_bound
+from ...lp.executors import close_dask, dask_client
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
 
@@ -161,18 +161,7 @@ class DaskPricer:
 
     def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int = 2,
                  address: str | None = None, connect_timeout: float = 10.0) -> None:
-        distributed = require("dask.distributed", "distributed", "pricing on Dask")
-        self.cluster = None
-        if address:
-            try:
-                self.client = distributed.Client(address, timeout=f"{connect_timeout}s")
-            except (OSError, TimeoutError) as exc:
-                raise ValueError(f"Dask scheduler at {address!r} did not answer within {connect_timeout:g} s: "
-                                 f"{exc}") from None
-        else:
-            self.cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                                    host="127.0.0.1", dashboard_address=None)
-            self.client = distributed.Client(self.cluster)
+        self.client, self.cluster = dask_client(workers, address, "pricing on Dask", connect_timeout)
         n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or workers)
         K = C.shape[1]
         self.groups = [g for g in np.array_split(np.arange(K), min(n_workers, K)) if len(g)]
@@ -242,6 +231,4 @@ class DaskPricer:
 
     def close(self) -> None:
         self.actors = []
-        if self.cluster is not None:   # ours: workers and scheduler first, so none heartbeats into a closed one
-            self.cluster.close()
-        self.client.close()
+        close_dask(self.client, self.cluster)
