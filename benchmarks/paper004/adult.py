@@ -34,7 +34,7 @@ DATA = data_dir() / "adult"
 FIG5_COLUMNS = ("age", "workclass", "education", "marital-status", "race", "sex", "hours-per-week")
 FIG7_ORDER = ("age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "hours-per-week", "income", "education-num", "native-country", "capital-gain", "capital-loss")
-METHODS = ("ripost", "hdpview", "privtree", "identity", "privbayes", "mst")
+METHODS = ("ripost", "hdpview", "privtree", "identity", "hdmm", "dawa", "privbayes", "mst", "aim")
 
 
 def load():

@@ -52,10 +52,14 @@ def _load_tensor(table: str, columns: str, domains_file: str | None, names: str 
 
 
 def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str = "rest",
-                 variant: str = "improved") -> dict[str, Any]:
+                 variant: str = "improved", query_columns: int = 2) -> dict[str, Any]:
+    from ..views.build import WORKLOAD_PARAM
+
     if method == "ripost":
         return {"alpha": alpha, "gamma": gamma, "beta": beta, "k": k, "os": os_, "leaf_budget": leaf_budget,
                 "variant": variant}
+    if method in WORKLOAD_PARAM:
+        return {WORKLOAD_PARAM[method]: query_columns}
     return {}
 
 
@@ -83,7 +87,9 @@ def _with_table_options(f):
 @view.command("build")
 @_with_table_options
 @click.option("--epsilon", type=float, default=0.1, show_default=True)
-@click.option("--method", type=click.Choice(["ripost", "privtree", "hdpview"]), default="ripost", show_default=True)
+@click.option("--method", type=click.Choice(["ripost", "privtree", "hdpview", "identity", "hdmm", "dawa", "privbayes",
+                                            "mst", "aim"]), default="ripost", show_default=True,
+              help="privbayes needs the synth extra, mst and aim the pgm extra")
 @click.option("--variant", type=click.Choice(["improved", "paper"]), default="improved", show_default=True,
               help="ripost: Algorithms 1-3 as published (paper) or with PrivTree's phase 1 and biased tests "
                    "(improved; docs/views.md)")
@@ -94,6 +100,9 @@ def _with_table_options(f):
 @click.option("--os", "os_", type=int, default=4, show_default=True, help="ripost: series offset (>= k)")
 @click.option("--leaf-budget", type=click.Choice(["rest", "fixed"]), default="rest", show_default=True,
               help="ripost: each leaf gets what its path left (rest) or Algorithm 1's (1 - alpha) eps (fixed)")
+@click.option("--query-columns", type=int, default=2, show_default=True,
+              help="hdmm, aim: columns a query restricts (the workload they optimise for; a saved aim or mst "
+                   "view answers queries over at most this many columns)")
 @click.option("--seed", type=int, default=None,
               help="reproducible noise, for experiments only (default: OpenDP's secure samplers)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True,
@@ -101,10 +110,11 @@ def _with_table_options(f):
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
 def view_build(table, columns, domains_file, names, preset, accept_data_leak, overflow, epsilon, method, variant,
-               alpha, gamma, beta, k, os_, leaf_budget, seed, out_path, quiet, as_json) -> None:
+               alpha, gamma, beta, k, os_, leaf_budget, query_columns, seed, out_path, quiet, as_json) -> None:
     """Build an epsilon-DP view of TABLE over --columns and save it."""
     from ..views.build import build_view
     from ..views.sampling import BACKEND
+    from ..views.view import MarginalView
 
     with friendly_errors():
         if seed is not None:
@@ -114,11 +124,11 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
         t0 = time.perf_counter()
         with Live(f"{method} view", quiet=quiet):
             v = build_view(tensor, method, epsilon, seed, **_view_params(method, alpha, gamma, beta, k, os_,
-                                                                         leaf_budget, variant))
+                                                                         leaf_budget, variant, query_columns))
         secs = time.perf_counter() - t0
         v.params["seed"] = seed
         v.params["noise"] = BACKEND if seed is None else "numpy, seeded (an experiment, not a release)"
-        written = v.save(target)
+        written = v.save(target, degree=query_columns) if isinstance(v, MarginalView) else v.save(target)
     info = {"method": method, "columns": list(tensor.columns), "domain_cells": float(tensor.domain_size),
             "blocks": v.n_blocks, "epsilon": epsilon, "spent": v.spent, "seconds": secs, "seed": seed,
             "noise": v.params["noise"], "out": str(written)}
@@ -136,10 +146,10 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
 def view_query(view_file, queries, as_json) -> None:
     """Answer range count queries such as "age=20..30 sex=Male" from a saved view (no budget:
     the view is already private)."""
-    from ..views.view import BlockView, Workload
+    from ..views.view import Workload, load_view
 
     with friendly_errors():
-        v = BlockView.load(view_file)
+        v = load_view(view_file)
         answers = v.answer(Workload.parse(v.domains, list(queries)))
     if as_json:
         click.echo(json.dumps([{"query": q, "answer": float(a)} for q, a in zip(queries, answers)]))
@@ -150,7 +160,8 @@ def view_query(view_file, queries, as_json) -> None:
 
 @view.command("compare")
 @_with_table_options
-@click.option("--methods", default="ripost,hdpview,privtree,identity", show_default=True)
+@click.option("--methods", default="ripost,hdpview,privtree,identity", show_default=True,
+              help="comma-separated, among ripost, privtree, hdpview, identity, hdmm, dawa, privbayes, mst, aim")
 @click.option("--epsilon", type=float, default=0.1, show_default=True)
 @click.option("--queries", type=int, default=3000, show_default=True, help="random range queries")
 @click.option("--query-columns", type=int, default=2, show_default=True, help="columns each query restricts")

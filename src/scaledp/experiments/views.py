@@ -12,8 +12,7 @@ import numpy as np
 from .. import _validate as V
 from ..randomness import RNGLike, as_generator
 from ..views.blocks import aggregation_error
-from ..views.build import METHODS, build_view
-from ..views.competitors import MAX_IDENTITY_CELLS
+from ..views.build import DENSE_LIMITS, METHODS, WORKLOAD_PARAM, build_view
 from ..views.tensor import CountTensor
 from ..views.view import BlockView, Workload, rmse, true_answers
 
@@ -57,21 +56,28 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
     """Each method ``reps`` times on one random workload; RMSE mean and standard deviation, and
     R-RMSE against ``ripost`` when it is among the methods (else against the first).
 
-    Identity is skipped (and named in the returned ``skipped``) when its domain is too large to
-    materialise and other methods remain; asked for alone, it raises its own error."""
+    A method that materialises the domain (Identity, HDMM, DAWA) is skipped, and named in the
+    returned ``skipped``, when the domain is above its limit and other methods remain; asked for
+    alone, it raises its own error. Workload-aware methods (HDMM, AIM) are told how many columns
+    the queries restrict unless ``params`` says otherwise."""
     names = list(methods)
     if not names:
         raise ValueError("methods must name at least one method")
     for m in names:
         V.choice("methods", m, tuple(METHODS))
     skipped: dict[str, str] = {}
-    limit = (params or {}).get("identity", {}).get("max_cells", MAX_IDENTITY_CELLS)
-    if "identity" in names and len(names) > 1 and tensor.domain_size > limit:
-        names.remove("identity")
-        skipped["identity"] = f"{tensor.domain_size:.3g} cells, above its limit of {limit:,}"
+    for m, default in DENSE_LIMITS.items():
+        limit = (params or {}).get(m, {}).get("max_cells", default)
+        if m in names and len(names) > 1 and tensor.domain_size > limit:
+            names.remove(m)
+            skipped[m] = f"{tensor.domain_size:.3g} cells, above its limit of {limit:,}"
+    qcols = min(query_columns, len(tensor.shape))
+    params = {m: dict(p) for m, p in (params or {}).items()}
+    for m, key in WORKLOAD_PARAM.items():
+        params.setdefault(m, {}).setdefault(key, qcols)
     reps = V.int_in_range("reps", reps, 1)
     g = as_generator(rng)
-    work = Workload.random(tensor.shape, queries, min(query_columns, len(tensor.shape)), g)
+    work = Workload.random(tensor.shape, queries, qcols, g)
     truth = true_answers(tensor, work)
     rows = []
     for m in names:

@@ -7,18 +7,26 @@ from typing import Any, Callable
 
 from .. import _validate as V
 from ..randomness import RNGLike
-from .competitors import hdpview, identity, privtree
-from .marginals import mst
+from .competitors import MAX_IDENTITY_CELLS, hdpview, identity, privtree
+from .marginals import aim, mst
 from .ripost import ripost
+from .strategies import MAX_DAWA_CELLS, dawa, hdmm
 from .synthesizers import privbayes
 from .tensor import CountTensor
 from .view import BlockView, DenseView, MarginalView, SampleView
 
 METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
-                                          "identity": identity, "privbayes": privbayes, "mst": mst}
+                                          "identity": identity, "hdmm": hdmm, "dawa": dawa,
+                                          "privbayes": privbayes, "mst": mst, "aim": aim}
 PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget", "variant"},
           "privtree": {"theta", "fanout"}, "hdpview": {"ratio", "a", "beta", "gamma", "theta"},
-          "identity": {"max_cells"}, "privbayes": {"degree"}, "mst": {"iters"}}
+          "identity": {"max_cells"}, "hdmm": {"query_columns", "max_cells"}, "dawa": {"ratio", "max_cells"},
+          "privbayes": {"degree"}, "mst": {"iters"},
+          "aim": {"degree", "rounds", "max_model_mb", "iters", "round_iters"}}
+#: Methods that materialise every cell of the domain, and their default limits.
+DENSE_LIMITS = {"identity": MAX_IDENTITY_CELLS, "hdmm": MAX_IDENTITY_CELLS, "dawa": MAX_DAWA_CELLS}
+#: Workload-aware methods: the parameter that names the number of columns a query restricts.
+WORKLOAD_PARAM = {"hdmm": "query_columns", "aim": "degree"}
 
 
 def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None,

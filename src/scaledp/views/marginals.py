@@ -1,5 +1,6 @@
-"""Views fitted from noisy marginals: MST (McKenna, Miklau and Sheldon, JPC 2021), on the
-Private-PGM engine ``mbi`` (the ``pgm`` extra).
+"""Views fitted from noisy marginals: MST (McKenna, Miklau and Sheldon, JPC 2021) and AIM
+(McKenna, Mullins, Sheldon and Miklau, PVLDB 2022), on the Private-PGM engine ``mbi`` (the
+``pgm`` extra). AIM's own description is in :func:`aim`; MST's follows.
 
 MST measures every one-way marginal, selects a maximum spanning tree of pairs whose two-way
 marginals the one-way model explains worst, measures those, and fits a graphical model to all
@@ -43,20 +44,30 @@ def _marginal(tensor: CountTensor, axes: tuple[int, ...]) -> np.ndarray:
     return np.bincount(flat, weights=tensor.counts.astype(np.float64), minlength=int(np.prod(shape))).reshape(shape)
 
 
-def _mbi():
+def _mbi(method: str):
     """``mbi`` with jax in float64 (its float32 default stalls on counts of 10^4 and more)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        jax = require("jax", "pgm", "the mst view method")
+        jax = require("jax", "pgm", f"the {method} view method")
         jax.config.update("jax_enable_x64", True)
-        return require("mbi", "pgm", "the mst view method")
+        return require("mbi", "pgm", f"the {method} view method")
 
 
 def _fit(mbi, names: list[str], shape: tuple[int, ...], measured: list[tuple[tuple[int, ...], np.ndarray, float]],
-         iters: int):
+         iters: int, warm=None):
+    """The graphical model fitted to ``measured`` (axes, noisy marginal, noise standard deviation)."""
     dom = mbi.Domain(names, list(shape))
     meas = [mbi.LinearMeasurement(y.ravel(), tuple(names[a] for a in axes), stddev=sd) for axes, y, sd in measured]
-    return mbi.estimation.MirrorDescent().estimate(dom, meas, iters=iters)
+    return mbi.estimation.MirrorDescent().estimate(dom, meas, iters=iters, warm_start=warm)
+
+
+def _model_marginal(model, names: list[str], axes: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(model.project([names[a] for a in axes]).datavector(flatten=False))
+
+
+def _marginal_fn(model, names: list[str]):
+    """``axes -> marginal`` on the fitted model (what a MarginalView answers from)."""
+    return lambda axes: _model_marginal(model, names, axes)
 
 
 def mst(tensor: CountTensor, epsilon: float = 1.0, iters: int = 1000, rng: RNGLike = None) -> MarginalView:
@@ -66,7 +77,7 @@ def mst(tensor: CountTensor, epsilon: float = 1.0, iters: int = 1000, rng: RNGLi
     d = len(tensor.shape)
     if d < 2:
         raise ValueError("mst needs at least two columns (with one, its tree has no edge)")
-    mbi = _mbi()
+    mbi = _mbi("mst")
     gen = None if rng is None else as_generator(rng)
     names = [f"c{j}" for j in range(d)]
     budget = PrivacyBudget(eps)
@@ -76,9 +87,7 @@ def mst(tensor: CountTensor, epsilon: float = 1.0, iters: int = 1000, rng: RNGLi
     one = [((a,), add_laplace(_marginal(tensor, (a,)), d / e1, gen), np.sqrt(2) * d / e1) for a in range(d)]
     model = _fit(mbi, names, tensor.shape, one, iters)
     pairs = list(itertools.combinations(range(d), 2))
-    score = {p: float(np.abs(_marginal(tensor, p) - np.asarray(model.project([names[p[0]], names[p[1]]])
-                                                                 .datavector(flatten=False))).sum())
-             for p in pairs}
+    score = {p: float(np.abs(_marginal(tensor, p) - _model_marginal(model, names, p)).sum()) for p in pairs}
     comp = list(range(d))
     tree = []
     for _ in range(d - 1):
@@ -92,10 +101,87 @@ def mst(tensor: CountTensor, epsilon: float = 1.0, iters: int = 1000, rng: RNGLi
     root.charge(e3, "mst: two-way marginals of the tree")
     two = [(p, add_laplace(_marginal(tensor, p), (d - 1) / e3, gen), np.sqrt(2) * (d - 1) / e3) for p in tree]
     model = _fit(mbi, names, tensor.shape, one + two, iters)
-
-    def marginal(axes: tuple[int, ...]) -> np.ndarray:
-        return np.asarray(model.project([names[a] for a in axes]).datavector(flatten=False))
-
-    return MarginalView(tensor.domains, marginal, "mst", eps, float(budget.spent()),
+    return MarginalView(tensor.domains, _marginal_fn(model, names), "mst", eps, float(budget.spent()),
                         {"tree": [[names[a], names[b]] for a, b in tree], "iters": iters,
                          "total": float(model.total)}, ledger_totals(budget), n_blocks=d + len(tree))
+
+
+def _downward_closure(cliques: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Every non-empty subset of every clique, once, ordered by size then axes."""
+    out = {s for c in cliques for k in range(1, len(c) + 1) for s in itertools.combinations(c, k)}
+    return sorted(out, key=lambda s: (len(s), s))
+
+
+def aim(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rounds: int | None = None,
+        max_model_mb: float = 80.0, iters: int = 1000, round_iters: int = 100, rng: RNGLike = None) -> MarginalView:
+    """AIM (McKenna, Mullins, Sheldon and Miklau, PVLDB 2022) in pure epsilon-DP form.
+
+    The workload is every ``degree``-way marginal; the candidates are its downward closure,
+    candidate r weighted by ``w_r = sum_s |r & s|`` over the workload's marginals s. The budget
+    is spent in rounds of ``eps / rounds`` (``rounds`` defaults to 16 d, AIM's T), 10% choosing
+    and 90% measuring, as AIM splits them:
+
+    * first every one-way marginal, Laplace(1 / e_m) each, charged d e_m;
+    * then, each round, the exponential mechanism (sensitivity max w_r) picks the candidate of
+      largest ``w_r (||M_r(D) - M_r(model)||_1 - b n_r)``, ``b n_r`` being the Laplace noise's
+      expected L1 size over its n_r cells, among the candidates that keep the model's junction
+      tree under ``spent / eps * max_model_mb`` megabytes (AIM's size filter); it is measured
+      with Laplace(b), and the model refitted from all measurements (``round_iters`` mirror
+      descent steps from the previous model);
+    * when the refit moves the chosen marginal less than the noise would (``b n_r``), the
+      round budget doubles (AIM's annealing); the round that would leave less than one more
+      round's budget takes all of it.
+
+    AIM's zCDP Gaussian measurements become Laplace ones and its rho shares epsilon shares; the
+    structure, the score, the size filter and the annealing rule are AIM's.
+    """
+    eps = V.positive_float("epsilon", epsilon)
+    d = len(tensor.shape)
+    degree = V.int_in_range("degree", degree, 1)
+    T = 16 * d if rounds is None else V.int_in_range("rounds", rounds, d + 1)
+    cap = V.positive_float("max_model_mb", max_model_mb)
+    iters = V.int_in_range("iters", iters, 1)
+    round_iters = V.int_in_range("round_iters", round_iters, 1)
+    mbi = _mbi("aim")
+    from mbi.junction_tree import hypothetical_model_size
+
+    gen = None if rng is None else as_generator(rng)
+    names = [f"c{j}" for j in range(d)]
+    dom = mbi.Domain(names, list(tensor.shape))
+    work = list(itertools.combinations(range(d), min(degree, d)))
+    cands = _downward_closure(work)
+    weight = {r: float(sum(len(set(r) & set(s)) for s in work)) for r in cands}
+    true = {r: _marginal(tensor, r) for r in cands}
+    budget = PrivacyBudget(eps)
+    root = budget.root
+    e_round = eps / T
+    e_m = 0.9 * e_round
+    root.charge(d * e_m, "aim: one-way marginals")
+    measured = [((a,), add_laplace(true[(a,)], 1.0 / e_m, gen), np.sqrt(2) / e_m) for a in range(d)]
+    model = _fit(mbi, names, tensor.shape, measured, iters)
+    n_rounds = 0
+    while root.remaining() > 1e-12 * eps:
+        left = root.remaining()
+        e_round = left if left < 2 * e_round else e_round
+        e_sel, e_m = 0.1 * e_round, 0.9 * e_round
+        b = 1.0 / e_m
+        used = (eps - left + e_round) / eps
+        chosen = [m[0] for m in measured]
+        ok = [r for r in cands
+              if hypothetical_model_size(dom, [tuple(names[a] for a in c) for c in chosen + [r]]) <= used * cap]
+        est = {r: _model_marginal(model, names, r) for r in ok}
+        score = np.asarray([weight[r] * (np.abs(true[r] - est[r]).sum() - b * true[r].size) for r in ok])
+        r = ok[exponential_choice(score, max(weight[c] for c in ok), e_sel, root, "aim: choose a marginal", gen)]
+        if e_round == left:                               # the last round measures with what is left
+            e_m = root.remaining()
+        root.charge(e_m, "aim: measure the chosen marginal")
+        measured.append((r, add_laplace(true[r], 1.0 / e_m, gen), np.sqrt(2) / e_m))
+        model = _fit(mbi, names, tensor.shape, measured, round_iters, warm=model)
+        n_rounds += 1
+        if np.abs(_model_marginal(model, names, r) - est[r]).sum() <= b * true[r].size:
+            e_round *= 2
+    model = _fit(mbi, names, tensor.shape, measured, iters, warm=model)
+    return MarginalView(tensor.domains, _marginal_fn(model, names), "aim", eps, float(budget.spent()),
+                        {"degree": degree, "rounds": n_rounds, "iters": iters,
+                         "measured": [[names[a] for a in m[0]] for m in measured], "total": float(model.total)},
+                        ledger_totals(budget), n_blocks=len(measured))

@@ -204,23 +204,17 @@ class BlockView(_OverDomains):
 
     def save(self, path: str | Path) -> Path:
         """Write the view as JSON, atomically (a failed write leaves nothing behind)."""
-        p = Path(path)
-        with atomic_target(p, ".json") as tmp:
-            with open(tmp, "w") as f:
-                json.dump(self.to_dict(), f)
-        return p
+        return _write(self.to_dict(), path)
 
     @classmethod
     def load(cls, path: str | Path) -> "BlockView":
-        p = Path(path)
-        if not p.is_file():
-            raise ValueError(f"view not found: {p}")
-        try:
-            d = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{p} is not a view file: {exc}") from None
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"{p} is not a {FORMAT} file")
+        v = load_view(path)
+        if not isinstance(v, BlockView):
+            raise ValueError(f"{path} holds a {v.method} view, not one of blocks")
+        return v
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BlockView":
         doms = tuple(Domain.from_dict(x) for x in d["domains"])
         k = len(doms)
         lo = np.asarray(d["lo"], dtype=np.int64).reshape(-1, k)
@@ -230,6 +224,7 @@ class BlockView(_OverDomains):
                 dict(d.get("params", {})), dict(d.get("ledger", {})))
         v.check()
         return v
+
 
     def check(self) -> None:
         """The leaves lie in the domain, are non-empty and their volumes add up to the domain's."""
@@ -248,6 +243,34 @@ class BlockView(_OverDomains):
             raise ValueError("inconsistent view: spent more than its epsilon")
 
 
+def _write(payload: dict[str, Any], path: str | Path) -> Path:
+    p = Path(path)
+    with atomic_target(p, ".json") as tmp:
+        with open(tmp, "w") as f:
+            json.dump(payload, f)
+    return p
+
+
+def load_view(path: str | Path) -> "BlockView | SampleView | MarginalView":
+    """A saved view of any method: blocks (decompositions; Identity, HDMM and DAWA as one leaf
+    per cell), synthetic records (PrivBayes) or marginals (MST, AIM)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"view not found: {p}")
+    try:
+        d = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p} is not a view file: {exc}") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ValueError(f"{p} is not a {FORMAT} file")
+    if "marginals" in d:
+        return MarginalView.from_dict(d)
+    return SampleView.from_dict(d) if "records" in d else BlockView.from_dict(d)
+
+
+MAX_SAVED_CELLS = 2_000_000
+
+
 @dataclass
 class DenseView(_OverDomains):
     """A view with one noisy count per cell (Identity). Queries use a summed-area table."""
@@ -264,6 +287,18 @@ class DenseView(_OverDomains):
     @property
     def n_blocks(self) -> int:
         return int(self.noisy.size)
+
+    def to_blocks(self) -> BlockView:
+        """The same view as one unit leaf per cell (refused above ``MAX_SAVED_CELLS``)."""
+        if self.noisy.size > MAX_SAVED_CELLS:
+            raise ValueError(f"a {self.method} view holds one value per cell; {self.noisy.size:,} cells are above "
+                             f"the {MAX_SAVED_CELLS:,} a view file takes (query it in Python instead)")
+        lo = np.stack(np.unravel_index(np.arange(self.noisy.size), self.noisy.shape), axis=1).astype(np.int64)
+        return BlockView(self.domains, lo, lo + 1, self.noisy.ravel().astype(np.float64), self.method, self.epsilon,
+                         self.spent, self.params, self.ledger)
+
+    def save(self, path: str | Path) -> Path:
+        return self.to_blocks().save(path)
 
     def answer(self, work: Workload) -> np.ndarray:
         if self._sat is None:
@@ -293,6 +328,25 @@ class SampleView(_OverDomains):
     def answer(self, work: Workload) -> np.ndarray:
         return answer_boxes(self.coords, self.coords + 1, self.counts.astype(np.float64), self.shape, work)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "method": self.method, "epsilon": self.epsilon, "spent": self.spent,
+                "params": self.params, "ledger": self.ledger, "domains": [d.to_dict() for d in self.domains],
+                "records": {"coords": self.coords.tolist(), "counts": [int(c) for c in self.counts]}}
+
+    def save(self, path: str | Path) -> Path:
+        """The synthetic records (their cells and counts) as JSON, atomically."""
+        return _write(self.to_dict(), path)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SampleView":
+        doms = tuple(Domain.from_dict(x) for x in d["domains"])
+        coords = np.asarray(d["records"]["coords"], dtype=np.int64).reshape(-1, len(doms))
+        counts = np.asarray(d["records"]["counts"], dtype=np.int64)
+        if coords.shape[0] != counts.size or np.any(coords < 0) or np.any(coords >= np.asarray([x.size for x in doms])):
+            raise ValueError("inconsistent view: synthetic records outside the domain or miscounted")
+        return cls(doms, coords, counts, str(d["method"]), float(d["epsilon"]), float(d["spent"]),
+                   dict(d.get("params", {})), dict(d.get("ledger", {})))
+
 
 @dataclass
 class MarginalView(_OverDomains):
@@ -309,6 +363,44 @@ class MarginalView(_OverDomains):
     ledger: dict[str, float] = field(default_factory=dict)
     n_blocks: int = 0
     _tables: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
+
+    def to_dict(self, degree: int = 2) -> dict[str, Any]:
+        """The model's marginals over every set of at most ``degree`` axes (what a saved view can
+        answer: queries restricting at most ``degree`` columns)."""
+        d = len(self.domains)
+        sets = [s for k in range(1, min(degree, d) + 1) for s in itertools.combinations(range(d), k)]
+        return {"format": FORMAT, "method": self.method, "epsilon": self.epsilon, "spent": self.spent,
+                "params": self.params, "ledger": self.ledger, "domains": [x.to_dict() for x in self.domains],
+                "n_blocks": self.n_blocks,
+                "marginals": [{"axes": list(s), "values": np.asarray(self.marginal(s), dtype=np.float64).ravel()
+                               .tolist()} for s in sets]}
+
+    def save(self, path: str | Path, degree: int = 2) -> Path:
+        """The marginals over at most ``degree`` axes as JSON, atomically."""
+        return _write(self.to_dict(V.int_in_range("degree", degree, 1)), path)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MarginalView":
+        doms = tuple(Domain.from_dict(x) for x in d["domains"])
+        shape = [x.size for x in doms]
+        table = {}
+        for m in d["marginals"]:
+            axes = tuple(int(a) for a in m["axes"])
+            vals = np.asarray(m["values"], dtype=np.float64)
+            if vals.size != math.prod(shape[a] for a in axes) or not np.all(np.isfinite(vals)):
+                raise ValueError(f"inconsistent view: the marginal over axes {list(axes)} is malformed")
+            table[axes] = vals.reshape([shape[a] for a in axes])
+        most = max((len(a) for a in table), default=0)
+
+        def marginal(axes: tuple[int, ...]) -> np.ndarray:
+            if axes not in table:
+                names = [doms[a].name for a in axes]
+                raise ValueError(f"this saved {d['method']} view holds marginals over at most {most} columns; "
+                                 f"a query restricting {names} needs more (save it with a larger degree)")
+            return table[axes]
+
+        return cls(doms, marginal, str(d["method"]), float(d["epsilon"]), float(d["spent"]),
+                   dict(d.get("params", {})), dict(d.get("ledger", {})), int(d.get("n_blocks", 0)))
 
     def _sat(self, axes: tuple[int, ...]) -> np.ndarray:
         if axes not in self._tables:
