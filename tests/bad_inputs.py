@@ -215,6 +215,8 @@ VIEWS = [
     c(["view", "build", "table.csv", "--columns", "a", "--out", "v.json"], "domain"),
     c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--seed", "-1", "--out",
        "v.json"], "--seed"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--method", "hdmm",
+       "--query-columns", "0", "--out", "v.json"], "--query-columns"),
     c(["view", "query", "noview.json", "a=1"], "noview.json"),
     c(["view", "query", "garbage.npz", "a=1"], "garbage.npz"),
     c(["view", "compare", "table.csv", "--columns", "a", "--domains", "domains.json", "--methods", "foo"], "foo"),

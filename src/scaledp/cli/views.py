@@ -119,6 +119,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
     with friendly_errors():
         if seed is not None:
             V.int_in_range("--seed", seed, 0)
+        V.int_in_range("--query-columns", query_columns, 1)
         target = check_output_path(out_path, ".json")
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
         t0 = time.perf_counter()

@@ -1,8 +1,10 @@
 """Private views of count tensors (paper 004): RIPOST and its competitors.
 
-Pipeline: table -> :class:`CountTensor` (declared domains, sparse) -> a decomposition
-(:func:`ripost`, :func:`privtree`, :func:`hdpview`; or :func:`identity`) -> a view
-(:class:`BlockView`) -> range count queries (:class:`Workload`). Every release is charged to a
+Pipeline: table -> :class:`CountTensor` (declared domains, sparse) -> :func:`build_view` with a
+method (decompositions ``ripost``, ``privtree``, ``hdpview``; dense ``identity``, ``hdmm``,
+``dawa``; model-based ``mst``, ``aim``; the synthesizer ``privbayes``) -> a view (blocks, cells,
+marginals or synthetic records; :func:`load_view` reads any saved one) -> range count queries
+(:class:`Workload`). Every release is charged to a
 :class:`PrivacyBudget` that cannot be overspent; noise comes from OpenDP's samplers unless a
 seed is given for an experiment.
 """
@@ -13,9 +15,9 @@ from .competitors import hdpview, identity, privtree
 from .ripost import DepthSeries, ripost
 from .sampling import BACKEND, add_laplace, exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor, DataDerivedDomainWarning, Domain, read_table
-from .view import BlockView, DenseView, Workload, rmse, true_answers
+from .view import BlockView, DenseView, MarginalView, SampleView, Workload, load_view, rmse, true_answers
 
 __all__ = ["BACKEND", "BlockView", "BudgetExceeded", "BudgetNode", "CountTensor", "DataDerivedDomainWarning",
-           "DenseView", "DepthSeries", "Domain", "METHODS", "PrivacyBudget", "Workload", "build_view",
+           "DenseView", "DepthSeries", "Domain", "METHODS", "MarginalView", "SampleView", "load_view", "PrivacyBudget", "Workload", "build_view",
            "add_laplace", "exponential_choice", "hdpview", "identity", "laplace_release",
            "laplace_release_many", "privtree", "read_table", "ripost", "rmse", "true_answers"]

@@ -198,8 +198,7 @@ class BlockView(_OverDomains):
         return float(self.answer(Workload.parse(self.domains, [text]))[0])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "method": self.method, "epsilon": self.epsilon, "spent": self.spent,
-                "params": self.params, "ledger": self.ledger, "domains": [d.to_dict() for d in self.domains],
+        return {**_header(self),
                 "lo": self.lo.tolist(), "hi": self.hi.tolist(), "values": [float(v) for v in self.values]}
 
     def save(self, path: str | Path) -> Path:
@@ -241,6 +240,12 @@ class BlockView(_OverDomains):
             raise ValueError(f"inconsistent view: leaves cover {vol:g} cells of {full:g}")
         if self.spent > self.epsilon:
             raise ValueError("inconsistent view: spent more than its epsilon")
+
+
+def _header(view) -> dict[str, Any]:
+    """What every saved view starts with: format, method, budget, parameters, ledger, domains."""
+    return {"format": FORMAT, "method": view.method, "epsilon": view.epsilon, "spent": view.spent,
+            "params": view.params, "ledger": view.ledger, "domains": [d.to_dict() for d in view.domains]}
 
 
 def _write(payload: dict[str, Any], path: str | Path) -> Path:
@@ -329,8 +334,7 @@ class SampleView(_OverDomains):
         return answer_boxes(self.coords, self.coords + 1, self.counts.astype(np.float64), self.shape, work)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "method": self.method, "epsilon": self.epsilon, "spent": self.spent,
-                "params": self.params, "ledger": self.ledger, "domains": [d.to_dict() for d in self.domains],
+        return {**_header(self),
                 "records": {"coords": self.coords.tolist(), "counts": [int(c) for c in self.counts]}}
 
     def save(self, path: str | Path) -> Path:
@@ -369,8 +373,7 @@ class MarginalView(_OverDomains):
         answer: queries restricting at most ``degree`` columns)."""
         d = len(self.domains)
         sets = [s for k in range(1, min(degree, d) + 1) for s in itertools.combinations(range(d), k)]
-        return {"format": FORMAT, "method": self.method, "epsilon": self.epsilon, "spent": self.spent,
-                "params": self.params, "ledger": self.ledger, "domains": [x.to_dict() for x in self.domains],
+        return {**_header(self),
                 "n_blocks": self.n_blocks,
                 "marginals": [{"axes": list(s), "values": np.asarray(self.marginal(s), dtype=np.float64).ravel()
                                .tolist()} for s in sets]}
