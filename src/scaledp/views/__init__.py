@@ -18,6 +18,7 @@ from .tensor import CountTensor, DataDerivedDomainWarning, Domain, read_table
 from .view import BlockView, DenseView, MarginalView, SampleView, Workload, load_view, rmse, true_answers
 
 __all__ = ["BACKEND", "BlockView", "BudgetExceeded", "BudgetNode", "CountTensor", "DataDerivedDomainWarning",
-           "DenseView", "DepthSeries", "Domain", "METHODS", "MarginalView", "SampleView", "load_view", "PrivacyBudget", "Workload", "build_view",
+           "DenseView", "DepthSeries", "Domain", "METHODS", "MarginalView", "SampleView", "load_view",
+           "PrivacyBudget", "Workload", "build_view",
            "add_laplace", "exponential_choice", "hdpview", "identity", "laplace_release",
            "laplace_release_many", "privtree", "read_table", "ripost", "rmse", "true_answers"]
