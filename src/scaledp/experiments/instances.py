@@ -101,6 +101,55 @@ def load(name: str) -> Space:
     return _calibrated(gaussian(N, 3, seed=SEED), eta=eta, cost="distance", k=k, eps=eps)
 
 
+def w2v_binary() -> Path:
+    """Word2vec's whole binary (26,423 words), for the text scaling instances."""
+    return data_dir() / "word2vec" / "GoogleNews-vectors-negative300-bolukbasi.bin"
+
+
+SCALE_SHAPES = {500: (20, 25), 1000: (25, 40), 2000: (40, 50), 5000: (50, 100), 10000: (100, 100)}
+
+
+def _twelfth_neighbour(points: np.ndarray, metric: str) -> float:
+    """The median over records of the distance to the 12th nearest other record."""
+    from sklearn.neighbors import NearestNeighbors
+
+    dist, _ = NearestNeighbors(n_neighbors=13, metric=metric).fit(points).kneighbors(points)
+    return float(np.median(dist[:, 12]))
+
+
+def scaling(kind: str, n: int, mode: str) -> Space:
+    """A paper-000 instance of ``n`` records for the scaling benchmark, K = 100, epsilon set
+    so that epsilon x the median neighbour distance is 1. ``mode`` says how the neighbours grow:
+
+    * ``density``: about the same number of neighbours per record at every n: grid of 1 km
+      cells, eta 2 km (12 neighbours); Gaussian with eta 0.65 (500 / n)^(1/3); road and text
+      with eta the median distance to the 12th nearest record (Haversine, Euclidean);
+    * ``eta``: eta fixed on a fixed area, so neighbours grow with n: the grid covers 500 km^2
+      with cells of sqrt(500 / n) km, eta 2 km; Gaussian eta 0.65; road 0.07 km; text 1.2
+      (words drawn from word2vec's whole binary).
+    """
+    if mode not in ("density", "eta"):
+        raise ValueError(f"mode must be 'density' or 'eta', got {mode!r}")
+    f = 500.0 / n
+    if kind == "grid":
+        rows, cols = SCALE_SHAPES[n]
+        cell = 1.0 if mode == "density" else math.sqrt(f)
+        return _calibrated(grid(rows, cols, cell), eta=2.0, cost="travel", k=100)
+    if kind == "gauss":
+        eta = 0.65 * f ** (1 / 3) if mode == "density" else 0.65
+        return _calibrated(gaussian(n, 3, seed=SEED), eta=eta, cost="distance", k=100)
+    if kind == "road":
+        nodes, edges = helsinki_files()
+        ds = road_network(_need(nodes), edges, n, seed=SEED)
+        eta = _twelfth_neighbour(np.radians(ds.points), "haversine") * EARTH_RADIUS_KM if mode == "density" else 0.07
+        return _calibrated(ds, eta=eta, cost="travel", k=100)
+    if kind == "text":
+        ds = embeddings(_need(w2v_binary()), n, seed=SEED)
+        eta = _twelfth_neighbour(ds.points, "euclidean") if mode == "density" else 1.2
+        return _calibrated(ds, eta=eta, cost="distance", k=100)
+    raise KeyError(f"unknown scaling kind {kind!r}; expected grid, gauss, road or text")
+
+
 def uai(kind: str, n: int, epsilon: float) -> Space:
     """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``."""
     if kind == "text":
