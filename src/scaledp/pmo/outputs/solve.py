@@ -53,7 +53,6 @@ from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
 from ..upper import mdp_envelope, rebalance_rows, repair_rows
-from .coarse import CoarseStart, coarse_start
 from .master import ColumnMaster, new_columns
 from .pricing import DaskPricer, Pricer, cone_rows
 
@@ -98,7 +97,7 @@ class _Decomposition:
     best certified matrix so far."""
 
     def __init__(self, space: Space, *, reduce: bool, tolerance: float, workers: int, executor: str = "threads",
-                 scheduler: str | None = None, start: CoarseStart | None = None) -> None:
+                 scheduler: str | None = None) -> None:
         self.space = space
         N, self.K = space.n_records, space.n_outputs
         self.eps = space.epsilon
@@ -137,25 +136,6 @@ class _Decomposition:
         self.repair = _Backoff()
         self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
                        "repaired_failed": 0}
-        if start is not None:
-            self.lift(start, center)
-
-    def lift(self, start: CoarseStart, base: np.ndarray) -> None:
-        """Start from a coarse solve: its lifted columns (:mod:`.coarse`) in both masters and,
-        rebalanced, as the first upper bound; and the box centred at its lifted duals, moved towards
-        ``base`` (a dual-feasible point) as far as needed for the centre to price every column
-        at no more than its cost (else the box master can be unbounded)."""
-        t0 = time.perf_counter()
-        L = mdp_envelope(start.matrix, self.eps, self.edges, self.dist, normalise=False)
-        self.t["cert"] += time.perf_counter() - t0
-        self.add(L)
-        self.certified(L, rebalance=True)
-        step = start.duals / self.scale - base
-        R, g = self.master.R, self.master.cost
-        rise, room = step @ R, g - base @ R              # room >= 0: base is dual-feasible
-        over = rise > room
-        t = float(min(1.0, np.min(room[over] / rise[over]))) if over.any() else 1.0
-        self.master.set_box(base + max(t, 0.0) * step, self.delta)
 
     def add(self, R: np.ndarray) -> None:
         costs = self.C.T @ R                  # (K, n_new): c_k' r_s
@@ -270,8 +250,7 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
              "master_fallbacks": d.master.fallbacks + d.free.fallbacks, "pricing_fallbacks": d.pricer.fallbacks,
              "pricing_failures": d.pricer.failures, "pricing_replays": getattr(d.pricer, "replays", 0),
              "pricing_calls": list(getattr(d.pricer, "rounds", [])),
-             "executor": "dask" if isinstance(d.pricer, DaskPricer) else "threads",
-             "row_duals": d.master.center * d.scale, **d.counts}
+             "executor": "dask" if isinstance(d.pricer, DaskPricer) else "threads", **d.counts}
     timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
                "certify": d.t["cert"], "total": time.perf_counter() - t_start}
     true_gap = relative_gap(upper_bound, lower)
@@ -282,8 +261,8 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
 
 def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500, time_limit: float | None = None,
                   reduce: bool = True, tolerance: float = 1e-9, workers: int | None = None,
-                  executor: str | None = None, scheduler: str | None = None, warm_start: str = "none",
-                  coarse_ratio: float = 4.0, progress: Progress | None = None) -> SolveResult:
+                  executor: str | None = None, scheduler: str | None = None,
+                  progress: Progress | None = None) -> SolveResult:
     """Solve PMO by the decomposition over outputs and return a certified mechanism.
 
     Stops at the relative ``gap`` between the certified cost and the rigorous lower bound, at
@@ -293,25 +272,15 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     ``executor='dask'`` runs them on a Dask cluster instead: the one at ``scheduler`` (an
     address; giving it implies 'dask'), or a LocalCluster of ``workers`` processes
     (:class:`~scaledp.pmo.outputs.pricing.DaskPricer`); the result is the threaded run's, and a
-    lost worker's outputs are rebuilt elsewhere. ``warm_start='coarse'`` first solves the
-    instance coarsened ``coarse_ratio`` times by k-means and starts from its lifted duals and
-    mechanism (:mod:`.coarse`); its time counts in the total. Options are checked by
-    :func:`scaledp.solve`.
+    lost worker's outputs are rebuilt elsewhere. Options are checked by :func:`scaledp.solve`.
     """
     executor = executor or ("dask" if scheduler else "threads")
     if executor not in ("threads", "dask"):
         raise ValueError(f"executor must be 'threads' or 'dask' for the outputs decomposition, got {executor!r}")
     workers = default_workers() if workers is None else workers
     t_start = time.perf_counter()
-    start = None
-    if warm_start == "coarse":
-        start = coarse_start(space, coarse_ratio, gap=max(gap, 0.02), reduce=reduce, tolerance=tolerance,
-                             workers=workers, max_iterations=max_iterations,
-                             time_limit=None if time_limit is None else time_limit / 4)
-        report(progress, "coarse", f"coarse start: {start.n_clusters} clusters, gap {start.coarse_gap:.2%}, "
-               f"{start.seconds:.1f} s", {"clusters": start.n_clusters, "seconds": start.seconds})
     d = _Decomposition(space, reduce=reduce, tolerance=tolerance, workers=workers, executor=executor,
-                       scheduler=scheduler, start=start)
+                       scheduler=scheduler)
     t_build = time.perf_counter() - t_start
     N = space.n_records
     alpha = 0.5
@@ -367,7 +336,4 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                     break
     finally:
         d.pricer.close()
-    res = _result(d, space, status, it, history, workers, t_start, t_build, gap)
-    if start is not None:
-        res.stats["coarse"] = {"clusters": start.n_clusters, "seconds": start.seconds, "gap": start.coarse_gap}
-    return res
+    return _result(d, space, status, it, history, workers, t_start, t_build, gap)
