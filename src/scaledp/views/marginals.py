@@ -53,6 +53,15 @@ def _mbi(method: str):
         return require("mbi", "pgm", f"the {method} view method")
 
 
+def _release() -> None:
+    """Drop jax's compiled programs: every fit compiles new ones for its set of measurements, and
+    each keeps memory mappings, so a process building views one after another reaches the
+    kernel's map limit after a few dozen AIM builds (LLVM 'Cannot allocate memory')."""
+    import jax
+
+    jax.clear_caches()
+
+
 def _fit(mbi, names: list[str], shape: tuple[int, ...], measured: list[tuple[tuple[int, ...], np.ndarray, float]],
          iters: int, warm=None):
     """The graphical model fitted to ``measured`` (axes, noisy marginal, noise standard deviation)."""
@@ -101,6 +110,7 @@ def mst(tensor: CountTensor, epsilon: float = 1.0, iters: int = 1000, rng: RNGLi
     root.charge(e3, "mst: two-way marginals of the tree")
     two = [(p, add_laplace(_marginal(tensor, p), (d - 1) / e3, gen), np.sqrt(2) * (d - 1) / e3) for p in tree]
     model = _fit(mbi, names, tensor.shape, one + two, iters)
+    _release()
     return MarginalView(tensor.domains, _marginal_fn(model, names), "mst", eps, float(budget.spent()),
                         {"tree": [[names[a], names[b]] for a, b in tree], "iters": iters,
                          "total": float(model.total)}, ledger_totals(budget), n_blocks=d + len(tree))
@@ -181,6 +191,7 @@ def aim(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rounds: int 
         if np.abs(_model_marginal(model, names, r) - est[r]).sum() <= b * true[r].size:
             e_round *= 2
     model = _fit(mbi, names, tensor.shape, measured, iters, warm=model)
+    _release()
     return MarginalView(tensor.domains, _marginal_fn(model, names), "aim", eps, float(budget.spent()),
                         {"degree": degree, "rounds": n_rounds, "iters": iters,
                          "measured": [[names[a] for a in m[0]] for m in measured], "total": float(model.total)},
