@@ -28,4 +28,4 @@ def test_build_view_refuses_unknown_parameter():
     with pytest.raises(ValueError, match="does not take"):
         build_view(t, "ripost", 0.1, 1, alhpa=0.3)
     with pytest.raises(ValueError, match="method"):
-        build_view(t, "dawa", 0.1, 1)
+        build_view(t, "nosuch", 0.1, 1)
