@@ -83,6 +83,10 @@ def figure5(a, df, doms):
                 f"{res[m].rmse_mean:.4g} ± {res[m].rmse_std:.2g} (x{res[m].rmse_mean / base:.2f})" if m in res else "-"
                 for m in names]])
             print(table[-1], flush=True)
+            _write_fig5(table, raw, per_method, names, a)      # after every set: a stopped run keeps its rows
+
+
+def _write_fig5(table, raw, per_method, names, a) -> None:
     summary = []
     for size in list(range(2, 7)) + ["all"]:
         summary.append([size, *[f"{np.mean([r for s, r, _ in per_method[m] if size in ('all', s)]):.2f}"
