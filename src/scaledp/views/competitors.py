@@ -43,19 +43,26 @@ from .view import BlockView, DenseView
 MAX_IDENTITY_CELLS = 20_000_000
 
 
+def dense_counts(tensor: CountTensor, method: str, max_cells: int) -> np.ndarray:
+    """The tensor as a dense array of counts, for the methods that materialise the domain;
+    refused with a clear error above ``max_cells`` cells."""
+    cells = tensor.domain_size
+    if cells > max_cells:
+        raise ValueError(f"{method} must materialise all {cells:.3g} cells of the domain, above max_cells="
+                         f"{max_cells:,}; use fewer or coarser columns, or a decomposition method")
+    dense = np.zeros(tensor.shape)
+    dense[tuple(tensor.coords.T)] = tensor.counts
+    return dense
+
+
 def identity(tensor: CountTensor, epsilon: float = 0.1, max_cells: int = MAX_IDENTITY_CELLS,
              rng: RNGLike = None) -> DenseView:
     """Laplace(1/eps) on every cell (the tensor is materialised; refused above ``max_cells``)."""
     eps = V.positive_float("epsilon", epsilon)
-    cells = tensor.domain_size
-    if cells > max_cells:
-        raise ValueError(f"Identity must materialise all {cells:.3g} cells of the domain, above max_cells="
-                         f"{max_cells:,}; use fewer or coarser columns, or a decomposition method")
+    dense = dense_counts(tensor, "Identity", max_cells)
     gen = None if rng is None else as_generator(rng)
     budget = PrivacyBudget(eps)
     budget.root.charge(eps, "identity: every cell (disjoint cells, parallel)")
-    dense = np.zeros(tensor.shape)
-    dense[tuple(tensor.coords.T)] = tensor.counts
     dense = add_laplace(dense, 1.0 / eps, gen)
     return DenseView(tensor.domains, dense, "identity", eps, float(budget.spent()), {}, ledger_totals(budget))
 

@@ -38,7 +38,7 @@ import scipy.sparse.linalg
 from .. import _validate as V
 from ..randomness import RNGLike, as_generator
 from .budget import PrivacyBudget
-from .competitors import MAX_IDENTITY_CELLS
+from .competitors import MAX_IDENTITY_CELLS, dense_counts
 from .ripost import ledger_totals
 from .sampling import add_laplace
 from .tensor import CountTensor
@@ -47,16 +47,6 @@ from .view import DenseView
 #: DAWA's least squares over its hierarchy grows with the number of buckets, which the partition
 #: at small epsilon keeps near the number of cells: 10^7 cells take minutes, so it stops here.
 MAX_DAWA_CELLS = 2_000_000
-
-
-def _dense(tensor: CountTensor, method: str, max_cells: int) -> np.ndarray:
-    cells = tensor.domain_size
-    if cells > max_cells:
-        raise ValueError(f"{method} must materialise all {cells:.3g} cells of the domain, above max_cells="
-                         f"{max_cells:,}; use fewer or coarser columns, or a decomposition method")
-    dense = np.zeros(tensor.shape)
-    dense[tuple(tensor.coords.T)] = tensor.counts
-    return dense
 
 
 def range_gram(n: int) -> np.ndarray:
@@ -127,7 +117,7 @@ def hdmm(tensor: CountTensor, epsilon: float = 0.1, query_columns: int = 2, max_
     """HDMM's Kronecker strategy for range queries over ``query_columns`` axes (module docstring)."""
     eps = V.positive_float("epsilon", epsilon)
     q = V.int_in_range("query_columns", query_columns, 1)
-    x = _dense(tensor, "HDMM", V.int_in_range("max_cells", max_cells, 1))
+    x = dense_counts(tensor, "HDMM", V.int_in_range("max_cells", max_cells, 1))
     A = hdmm_strategy(tuple(int(n) for n in tensor.shape), q)
     gen = None if rng is None else as_generator(rng)
     budget = PrivacyBudget(eps)
@@ -233,7 +223,7 @@ def dawa(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.25, max_cel
     """DAWA on the row-major flattening of the tensor (module docstring)."""
     eps = V.positive_float("epsilon", epsilon)
     ratio = V.open_unit("ratio", ratio)
-    x = _dense(tensor, "DAWA", V.int_in_range("max_cells", max_cells, 1)).ravel()
+    x = dense_counts(tensor, "DAWA", V.int_in_range("max_cells", max_cells, 1)).ravel()
     gen = None if rng is None else as_generator(rng)
     budget = PrivacyBudget(eps)
     e1, e2 = ratio * eps, (1.0 - ratio) * eps
