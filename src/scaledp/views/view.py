@@ -219,11 +219,9 @@ class BlockView(_OverDomains):
         lo = np.asarray(d["lo"], dtype=np.int64).reshape(-1, k)
         hi = np.asarray(d["hi"], dtype=np.int64).reshape(-1, k)
         vals = np.asarray(d["values"], dtype=np.float64)
-        v = cls(doms, lo, hi, vals, str(d["method"]), float(d["epsilon"]), float(d["spent"]),
-                dict(d.get("params", {})), dict(d.get("ledger", {})))
+        v = cls(doms, lo, hi, vals, *_saved_fields(d))
         v.check()
         return v
-
 
     def check(self) -> None:
         """The leaves lie in the domain, are non-empty and their volumes add up to the domain's."""
@@ -246,6 +244,12 @@ def _header(view) -> dict[str, Any]:
     """What every saved view starts with: format, method, budget, parameters, ledger, domains."""
     return {"format": FORMAT, "method": view.method, "epsilon": view.epsilon, "spent": view.spent,
             "params": view.params, "ledger": view.ledger, "domains": [d.to_dict() for d in view.domains]}
+
+
+def _saved_fields(d: dict[str, Any]) -> tuple[str, float, float, dict[str, Any], dict[str, float]]:
+    """The fields :func:`_header` wrote, back: method, epsilon, spent, parameters, ledger."""
+    return (str(d["method"]), float(d["epsilon"]), float(d["spent"]), dict(d.get("params", {})),
+            dict(d.get("ledger", {})))
 
 
 def _write(payload: dict[str, Any], path: str | Path) -> Path:
@@ -348,8 +352,7 @@ class SampleView(_OverDomains):
         counts = np.asarray(d["records"]["counts"], dtype=np.int64)
         if coords.shape[0] != counts.size or np.any(coords < 0) or np.any(coords >= np.asarray([x.size for x in doms])):
             raise ValueError("inconsistent view: synthetic records outside the domain or miscounted")
-        return cls(doms, coords, counts, str(d["method"]), float(d["epsilon"]), float(d["spent"]),
-                   dict(d.get("params", {})), dict(d.get("ledger", {})))
+        return cls(doms, coords, counts, *_saved_fields(d))
 
 
 @dataclass
@@ -402,8 +405,7 @@ class MarginalView(_OverDomains):
                                  f"a query restricting {names} needs more (save it with a larger degree)")
             return table[axes]
 
-        return cls(doms, marginal, str(d["method"]), float(d["epsilon"]), float(d["spent"]),
-                   dict(d.get("params", {})), dict(d.get("ledger", {})), int(d.get("n_blocks", 0)))
+        return cls(doms, marginal, *_saved_fields(d), int(d.get("n_blocks", 0)))
 
     def _sat(self, axes: tuple[int, ...]) -> np.ndarray:
         if axes not in self._tables:
