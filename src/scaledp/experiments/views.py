@@ -65,16 +65,16 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
         raise ValueError("methods must name at least one method")
     for m in names:
         V.choice("methods", m, tuple(METHODS))
-    skipped: dict[str, str] = {}
-    for m, default in DENSE_LIMITS.items():
-        limit = (params or {}).get(m, {}).get("max_cells", default)
-        if m in names and len(names) > 1 and tensor.domain_size > limit:
-            names.remove(m)
-            skipped[m] = f"{tensor.domain_size:.3g} cells, above its limit of {limit:,}"
     qcols = min(query_columns, len(tensor.shape))
     params = {m: dict(p) for m, p in (params or {}).items()}
     for m, key in WORKLOAD_PARAM.items():
         params.setdefault(m, {}).setdefault(key, qcols)
+    skipped: dict[str, str] = {}
+    for m, default in DENSE_LIMITS.items():
+        limit = params.get(m, {}).get("max_cells", default)
+        if m in names and len(names) > 1 and tensor.domain_size > limit:
+            names.remove(m)
+            skipped[m] = f"{tensor.domain_size:.3g} cells, above its limit of {limit:,}"
     reps = V.int_in_range("reps", reps, 1)
     g = as_generator(rng)
     work = Workload.random(tensor.shape, queries, qcols, g)
@@ -84,7 +84,7 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
         errs, blocks, secs, spent = [], [], [], []
         for _ in range(reps):
             t0 = time.perf_counter()
-            v = build_view(tensor, m, epsilon, g, **(params or {}).get(m, {}))
+            v = build_view(tensor, m, epsilon, g, **params.get(m, {}))
             secs.append(time.perf_counter() - t0)
             errs.append(rmse(v.answer(work), truth))
             blocks.append(v.n_blocks)
