@@ -74,6 +74,31 @@ def test_the_result_does_not_depend_on_the_pricing_threads(case):
     assert np.array_equal(one.mechanism.matrix, two.mechanism.matrix)
 
 
+def test_the_master_is_solved_to_a_tenth_of_the_gap(case):
+    from scaledp.pmo.outputs.solve import EXACT_TOL, MASTER_TOL
+
+    space, _ = case
+    hist = []
+    res = solve_outputs(space, gap=1e-4, progress=lambda e: hist.append(e.record))
+    assert res.status == "optimal"
+    assert hist[0]["master_tolerance"] == MASTER_TOL           # no upper bound yet
+    for before, h in zip(hist, hist[1:]):
+        assert EXACT_TOL <= h["master_tolerance"] <= max(EXACT_TOL, min(MASTER_TOL, 0.1 * before["gap"]))
+
+
+def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):
+    from scaledp.pmo.outputs.solve import _Decomposition
+
+    space, _ = case
+    d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
+    _, _, _, exact, _ = d.master.solve(tol=1e-8)
+    steps_exact = d.master.iterations
+    _, _, _, loose, _ = d.master.solve(tol=1e-2)
+    assert d.master.iterations < steps_exact
+    assert abs(loose - exact) <= 1e-2 * (1 + abs(exact))
+    d.pricer.close()
+
+
 def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
     import scaledp.pmo.outputs.master as po
     from scaledp.lp.dense import DenseLPResult

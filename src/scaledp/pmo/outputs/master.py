@@ -55,17 +55,18 @@ class ColumnMaster:
         self.owner = np.concatenate([self.owner, owner])
         self.cost = np.concatenate([self.cost, g])
 
-    def solve(self, box: bool = True, elastic: tuple[np.ndarray, np.ndarray] | None = None
+    def solve(self, box: bool = True, elastic: tuple[np.ndarray, np.ndarray] | None = None, tol: float = 1e-8
               ) -> tuple[np.ndarray, np.ndarray, float, float, float]:
         """(duals, weights, total slack, objective without the box terms, seconds); ``box``
         False solves without the slack columns (every solution is then a mechanism);
-        ``elastic=(center, width)`` uses that box instead of the stabilisation box."""
+        ``elastic=(center, width)`` uses that box instead of the stabilisation box; ``tol`` is
+        the interior-point method's relative tolerance."""
         t0 = time.perf_counter()
         if elastic is not None:
             slack_costs = (elastic[1] + elastic[0], elastic[1] - elastic[0])
         else:
             slack_costs = (self.delta + self.center, self.delta - self.center) if box else None
-        r = solve_dense_lp(self.R, self.cost, np.ones(self.n), slack_costs)
+        r = solve_dense_lp(self.R, self.cost, np.ones(self.n), slack_costs, tol=tol)
         if r.status in ("optimal", "inaccurate"):
             y, b, sp_, sm_ = r.y, r.b, r.sp, r.sm
         else:   # rare (a degenerate, badly conditioned master): HiGHS, slower but sure
@@ -82,8 +83,8 @@ class ColumnMaster:
         A = sp.csr_matrix(self.R)
         c = self.cost
         if slack_costs is not None:
-            I = sp.identity(m, format="csr")
-            A = sp.hstack([A, I, -I], format="csr")
+            eye = sp.identity(m, format="csr")
+            A = sp.hstack([A, eye, -eye], format="csr")
             c = np.concatenate([c, *slack_costs])
         sol = solve_lp(c, A, np.ones(m), np.ones(m), np.zeros(A.shape[1]), np.full(A.shape[1], INF),
                        solver="ipm", tolerance=self.tolerance, presolve=False)
