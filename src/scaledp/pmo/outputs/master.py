@@ -93,13 +93,15 @@ class ColumnMaster:
         x = sol.x   # [b, s+, s-]; the slack parts are empty without the box
         return sol.row_dual, x[:n], x[n:n + m], x[n + m:]
 
-    def prune(self, lam: np.ndarray, b: np.ndarray, limit: int) -> int:
-        """Above ``limit`` columns, delete those with (interior) weight near 0 and a positive
-        reduced cost (they can price out again later). Returns how many were deleted."""
+    def prune(self, lam: np.ndarray, b: np.ndarray, limit: int, weight: float = 1e-7, reduced: float = 1e-6) -> int:
+        """Above ``limit`` columns, delete those with weight at most ``weight`` x the largest and
+        a reduced cost above ``reduced`` (they can price out again later). A master solved to a
+        loose tolerance leaves weights of order tolerance / reduced cost on the columns its
+        optimum does not use, so its cuts must be higher. Returns how many were deleted."""
         if self.n_cols <= limit:
             return 0
         rc = self.cost - self.R.T @ lam
-        drop = (b <= 1e-7 * max(1.0, float(b.max()))) & (rc > 1e-6)
+        drop = (b <= weight * max(1.0, float(b.max()))) & (rc > reduced)
         drop[:self.protected] = False
         if not drop.any():
             return 0
