@@ -80,6 +80,18 @@ def test_rebalance_rows_is_the_optimum_of_its_lp_and_beats_plain_certification(s
     assert np.sum(cost * Zc) <= cost.mean(axis=1).sum() + 1e-9
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rebalance_rows_cutoff_stops_only_when_the_result_cannot_beat_it(seed):
+    from scaledp.pmo.upper import rebalance_rows
+    eps = 1.3
+    Z, cost, E, d = _cone_matrix(30, 8, eps, seed)
+    Z2 = rebalance_rows(Z, cost, eps, E, d, batch=50)
+    best = float(np.sum(cost * Z2))
+    assert rebalance_rows(Z, cost, eps, E, d, batch=50, cutoff=best * (1 - 1e-6)) is None
+    # a cutoff above the optimum changes nothing
+    np.testing.assert_array_equal(rebalance_rows(Z, cost, eps, E, d, batch=50, cutoff=best * (1 + 1e-6)), Z2)
+
+
 def test_rebalance_rows_rejects_mismatched_cost():
     from scaledp.pmo.upper import rebalance_rows
     with pytest.raises(ValueError, match="one shape"):
@@ -128,7 +140,7 @@ def test_repair_rows_is_the_optimum_of_its_local_lp(seed):
     assert full.status == 0
     assert float(np.sum(cost[B] * Zr[B])) == pytest.approx(full.fun, rel=1e-7)
     # and it certifies at almost no cost
-    Zc, rep = certify(Zr, eps, E, d)
+    _Zc, rep = certify(Zr, eps, E, d)
     assert rep.mixing < 1e-6
 
 

@@ -116,7 +116,8 @@ def mdp_lift(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distanc
 
 
 def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.ndarray,
-                   edge_distance: np.ndarray, *, max_rounds: int = 50, batch: int = 5000) -> np.ndarray:
+                   edge_distance: np.ndarray, *, max_rounds: int = 50, batch: int = 5000,
+                   cutoff: float | None = None) -> np.ndarray | None:
     """The cheapest per-row mix of ``matrix`` with the uniform mechanism that has rows summing to
     1 and keeps epsilon-mDP: ``Z2[i] = a_i Z[i] + (1 - a_i r_i) / K`` with ``r_i`` the row sums
     of ``Z`` (clipped at 0) and ``0 <= a_i <= 1 / r_i``.
@@ -130,6 +131,11 @@ def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: 
     the violated rows (at most ``batch`` per round) until none is. ``a = 0`` (the uniform
     mechanism) is always feasible. The result holds to the LP's tolerance; pass it to
     :func:`certify` for an exact guarantee. If HiGHS fails, the clipped input is returned.
+
+    With ``cutoff`` (a cost, as ``sum(cost * Z2)``), it returns None as soon as the LP's value
+    reaches it: every added row only raises that value, so the result could not cost less (a
+    caller that only wants a better mechanism than one it has stops after two or three solves
+    instead of twenty).
     """
     Z, C, E = _matrix_cost_edges(matrix, cost, edges)
     n, k = Z.shape
@@ -152,6 +158,8 @@ def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: 
         sol = lp.solve()
         if sol.status != "optimal" or sol.x is None:
             return Z
+        if cutoff is not None and float(ubar.sum()) + sol.objective >= cutoff:
+            return None
         a = np.clip(sol.x, 0.0, upper)
         v = A_i * a[I, None] + A_j * a[J, None] - rhs
         v[added] = -1.0

@@ -164,7 +164,10 @@ class _Decomposition:
         t0 = time.perf_counter()
         if rebalance:
             Z = rebalance_rows(mdp_envelope(Z, self.eps, self.edges, self.dist), self.C, self.eps, self.edges,
-                               self.dist)
+                               self.dist, cutoff=self.ub)
+            if Z is None:   # its LP's value already reached the best upper bound
+                self.t["cert"] += time.perf_counter() - t0
+                return False
         Zc, cert = certify(Z, self.eps, *self.space.neighbor_pairs)
         self.t["cert"] += time.perf_counter() - t0
         val = float(np.sum(self.C * Zc))
@@ -257,8 +260,8 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
                      cost=space.cost, prior=space.prior,
                      metadata={"method": "outputs", "eta": space.eta, "instance": space.name, "seed": space.seed,
                                "certify_mixing": cert.mixing})
-    stats = {"n_records": N, "n_outputs": K, "columns": d.master.n_cols, "edges": int(len(all_e)),
-             "edges_kept": int(len(d.edges)), "constraints_before": 2 * len(all_e) * K + N,
+    stats = {"n_records": N, "n_outputs": K, "columns": d.master.n_cols, "edges": len(all_e),
+             "edges_kept": len(d.edges), "constraints_before": 2 * len(all_e) * K + N,
              "constraints_after": 2 * len(d.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
              "master_fallbacks": d.master.fallbacks + d.free.fallbacks, "pricing_fallbacks": d.pricer.fallbacks,
              "pricing_failures": d.pricer.failures, "pricing_replays": getattr(d.pricer, "replays", 0),
