@@ -216,6 +216,21 @@ def test_pricing_on_a_dask_cluster_is_the_threaded_run():
     assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
 
 
+def test_pricing_on_a_cluster_given_by_its_address_is_the_threaded_run():
+    """``scheduler=ADDRESS`` (``--scheduler``): a cluster started elsewhere, reached by address."""
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import LocalCluster
+
+    space = _dask_case()
+    a = solve_outputs(space, gap=1e-4, workers=2)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        b = solve_outputs(space, gap=1e-4, scheduler=cluster.scheduler_address)
+        assert len(cluster.scheduler_info["workers"]) == 2      # still up: the run closed only its client
+    assert b.stats["executor"] == "dask" and b.mechanism.verification.passed
+    assert (a.upper_bound, a.lower_bound, a.iterations) == (b.upper_bound, b.lower_bound, b.iterations)
+    assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
+
+
 def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged():
     """A worker killed after round 2: its pricing group is rebuilt on a live worker and replayed
     through the earlier rounds' duals, so the run ends exactly as the threaded one."""
