@@ -23,6 +23,12 @@ import numpy as np
 from .._common import output_args, target, write_table
 
 
+def _round_line(event) -> None:
+    """A long solve shows its rounds (the child's stdout is the benchmark's)."""
+    if event.stage == "round":
+        print(f"  {event.message}", flush=True)
+
+
 def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, conn) -> None:
     import resource
 
@@ -34,7 +40,7 @@ def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, co
         space = scaling(kind, n, mode)
         build = time.perf_counter() - t0
         i, _ = space.neighbor_pairs
-        opts = {"gap": gap} if method == "outputs" else {"solver": "simplex"}
+        opts = {"gap": gap, "progress": _round_line} if method == "outputs" else {"solver": "simplex"}
         try:
             res = solve(space, method, time_limit=cap, **opts)
             out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
