@@ -91,12 +91,48 @@ def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):
 
     space, _ = case
     d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
-    _, _, _, exact, _ = d.master.solve(tol=1e-8)
+    exact = d.master.solve(tol=1e-8).objective
     steps_exact = d.master.iterations
-    _, _, _, loose, _ = d.master.solve(tol=1e-2)
+    loose = d.master.solve(tol=1e-2).objective
     assert d.master.iterations < steps_exact
     assert abs(loose - exact) <= 1e-2 * (1 + abs(exact))
     d.pricer.close()
+
+
+def test_the_boxed_master_value_is_a_relaxation_of_the_free_master(case):
+    """The value that decides whether a free-master solve can close the gap is never above
+    the free master's own objective (over the same columns)."""
+    from scaledp.pmo.outputs.solve import _Decomposition
+
+    space, _ = case
+    d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
+    lam = d.master.solve(tol=1e-8).duals
+    cols = d.price(lam, 0.0, smooth=False)[2]
+    d.add(cols)
+    center = d.master.center   # min_k c[i, k]: no column's reduced cost is negative there
+    for f in (0.1, 1.0, 10.0):
+        d.master.set_box(center, f * d.delta)
+        boxed = d.master.solve(tol=1e-8)
+        free = d.free.solve(box=False)
+        assert boxed.value <= free.objective * (1 + 1e-6) + 1e-9
+    d.pricer.close()
+
+
+def test_a_column_idle_once_is_kept_with_patience():
+    from scaledp.pmo.outputs.master import ColumnMaster
+
+    m = ColumnMaster(2, tolerance=1e-9)
+    m.add(np.eye(2), np.zeros(2, dtype=np.int64), np.array([1.0, 1.0]))
+    m.add(np.ones((2, 1)), np.zeros(1, dtype=np.int64), np.array([5.0]))   # dear: idle
+    lam, b = np.array([1.0, 1.0]), np.array([1.0, 1.0, 0.0])
+    assert m.prune(lam, b, limit=0, patience=2) == 0 and m.n_cols == 3
+    assert m.prune(lam, b, limit=0, patience=2) == 1 and m.n_cols == 2
+    m.add(np.ones((2, 1)), np.zeros(1, dtype=np.int64), np.array([5.0]))
+    assert m.prune(lam, b, limit=0) == 1 and m.n_cols == 2                  # patience 1: at once
+    m.add(np.ones((2, 1)), np.zeros(1, dtype=np.int64), np.array([5.0]))
+    m.prune(lam, b, limit=0, patience=2)
+    m.prune(lam, np.array([1.0, 1.0, 1.0]), limit=0, patience=2)            # used again: reset
+    assert m.prune(lam, b, limit=0, patience=2) == 0 and m.n_cols == 3
 
 
 def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):

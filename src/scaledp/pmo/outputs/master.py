@@ -11,12 +11,27 @@ from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ...lp.dense import solve_dense_lp
 from ...lp.highs import INF, solve_lp
+
+
+class MasterSolution(NamedTuple):
+    """One solve of a :class:`ColumnMaster`: row duals, column weights, total slack, ``g' b``
+    (the objective without the slack terms), ``value`` (with them: with the stabilisation box a
+    relaxation of the free master, so no mechanism in the columns' span costs less, up to the
+    solver's tolerance) and seconds."""
+
+    duals: np.ndarray
+    weights: np.ndarray
+    slack: float
+    objective: float
+    value: float
+    seconds: float
 
 
 class ColumnMaster:
@@ -36,6 +51,7 @@ class ColumnMaster:
         self.R = np.zeros((n, 0))
         self.owner = np.zeros(0, dtype=np.int64)
         self.cost = np.zeros(0)
+        self.idle = np.zeros(0, dtype=np.int64)   # consecutive prunes each column was idle at
         self.center = np.zeros(n)
         self.delta = math.inf
         self.iterations = 0
@@ -54,13 +70,13 @@ class ColumnMaster:
         self.R = np.hstack([self.R, R])
         self.owner = np.concatenate([self.owner, owner])
         self.cost = np.concatenate([self.cost, g])
+        self.idle = np.concatenate([self.idle, np.zeros(g.size, dtype=np.int64)])
 
     def solve(self, box: bool = True, elastic: tuple[np.ndarray, np.ndarray] | None = None, tol: float = 1e-8
-              ) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-        """(duals, weights, total slack, objective without the box terms, seconds); ``box``
-        False solves without the slack columns (every solution is then a mechanism);
-        ``elastic=(center, width)`` uses that box instead of the stabilisation box; ``tol`` is
-        the interior-point method's relative tolerance."""
+              ) -> MasterSolution:
+        """Solve the master; ``box`` False solves without the slack columns (every solution is
+        then a mechanism); ``elastic=(center, width)`` uses that box instead of the stabilisation
+        box; ``tol`` is the interior-point method's relative tolerance."""
         t0 = time.perf_counter()
         if elastic is not None:
             slack_costs = (elastic[1] + elastic[0], elastic[1] - elastic[0])
@@ -72,11 +88,12 @@ class ColumnMaster:
         else:   # rare (a degenerate, badly conditioned master): HiGHS, slower but sure
             self.fallbacks += 1
             y, b, sp_, sm_ = self._highs(slack_costs)
-        b = np.maximum(b, 0.0)
-        slack = float(np.maximum(sp_, 0).sum() + np.maximum(sm_, 0).sum())
+        b, sp_, sm_ = np.maximum(b, 0.0), np.maximum(sp_, 0.0), np.maximum(sm_, 0.0)
+        objective = float(self.cost @ b)
+        value = objective + (float(slack_costs[0] @ sp_ + slack_costs[1] @ sm_) if slack_costs is not None else 0.0)
         if box and elastic is None:
             self.iterations = r.iterations
-        return y, b, slack, float(self.cost @ b), time.perf_counter() - t0
+        return MasterSolution(y, b, float(sp_.sum() + sm_.sum()), objective, value, time.perf_counter() - t0)
 
     def _highs(self, slack_costs: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, ...]:
         n, m = self.n_cols, self.n
@@ -93,20 +110,26 @@ class ColumnMaster:
         x = sol.x   # [b, s+, s-]; the slack parts are empty without the box
         return sol.row_dual, x[:n], x[n:n + m], x[n + m:]
 
-    def prune(self, lam: np.ndarray, b: np.ndarray, limit: int, weight: float = 1e-7, reduced: float = 1e-6) -> int:
+    def prune(self, lam: np.ndarray, b: np.ndarray, limit: int, weight: float = 1e-7, reduced: float = 1e-6,
+              patience: int = 1) -> int:
         """Above ``limit`` columns, delete those with weight at most ``weight`` x the largest and
-        a reduced cost above ``reduced`` (they can price out again later). A master solved to a
-        loose tolerance leaves weights of order tolerance / reduced cost on the columns its
-        optimum does not use, so its cuts must be higher. Returns how many were deleted."""
+        a reduced cost above ``reduced`` (they can price out again later) at this and the
+        ``patience - 1`` calls before. A master solved to a loose tolerance leaves weights of
+        order tolerance / reduced cost on the columns its optimum does not use, so its cuts must
+        be higher; a patience above 1 keeps a column that the next master may use from being
+        deleted and priced again in turn with another (which stalls the bound). Returns how many
+        were deleted."""
+        rc = self.cost - self.R.T @ lam
+        idle = (b <= weight * max(1.0, float(b.max()))) & (rc > reduced)
+        self.idle = np.where(idle, self.idle + 1, 0)
         if self.n_cols <= limit:
             return 0
-        rc = self.cost - self.R.T @ lam
-        drop = (b <= weight * max(1.0, float(b.max()))) & (rc > reduced)
+        drop = self.idle >= patience
         drop[:self.protected] = False
         if not drop.any():
             return 0
         keep = ~drop
-        self.R, self.cost, self.owner = self.R[:, keep], self.cost[keep], self.owner[keep]
+        self.R, self.cost, self.owner, self.idle = self.R[:, keep], self.cost[keep], self.owner[keep], self.idle[keep]
         return int(drop.sum())
 
     def matrix(self, b: np.ndarray, K: int) -> np.ndarray:

@@ -178,19 +178,19 @@ class _Decomposition:
 
     def solve_free(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Solve the exact free master and certify its matrix unless its value cannot beat ``ub``."""
-        lam_f, b_f, _, obj_f, secs_f = self.free.solve(box=False)
-        self.t["free"] += secs_f
-        if obj_f < self.ub:
-            self.certified(self.free.matrix(b_f, self.K))
-        return lam_f, b_f, secs_f
+        f = self.free.solve(box=False)
+        self.t["free"] += f.seconds
+        if f.objective < self.ub:
+            self.certified(self.free.matrix(f.weights, self.K))
+        return f.duals, f.weights, f.seconds
 
     def solve_elastic(self, lam_c: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
         """The elastic free master, its rows whose sums are off 1 re-solved by
         :func:`repair_rows`, certified; None if the repair failed."""
-        lam_e, b_e, _, _, secs_e = self.free.solve(elastic=(lam_c, ELASTIC_WIDTH * self.delta))
-        self.t["free"] += secs_e
+        e = self.free.solve(elastic=(lam_c, ELASTIC_WIDTH * self.delta))
+        self.t["free"] += e.seconds
         t0 = time.perf_counter()
-        Z = repair_rows(self.free.matrix(b_e, self.K), self.C, self.eps, self.edges, self.dist)
+        Z = repair_rows(self.free.matrix(e.weights, self.K), self.C, self.eps, self.edges, self.dist)
         self.t["cert"] += time.perf_counter() - t0
         self.counts["repaired_tried"] += 1
         if Z is None:
@@ -200,7 +200,7 @@ class _Decomposition:
         self.repair.succeeded()
         if self.certified(Z):
             self.counts["repaired_best"] += 1
-        return lam_e, b_e, secs_e
+        return e.duals, e.weights, e.seconds
 
     def upper_step(self, lam: np.ndarray, b: np.ndarray, slack: float) -> float:
         """Improve the upper bound: the elastic free master (or, when its repair fails, the
@@ -310,7 +310,7 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
             # an inexact master (primal-dual column generation): solved to a tenth of the gap
             g_now = relative_gap(d.ub, d.lb) if math.isfinite(d.ub) else math.inf
             tol = max(EXACT_TOL, min(tol_cap, 0.1 * g_now))
-            lam, b, slack, obj, secs = d.master.solve(tol=tol)
+            lam, b, slack, obj, value, secs = d.master.solve(tol=tol)
             d.t["master"] += secs
             t0 = time.perf_counter()
             lb_here, lam_lb, cols, alpha, p_iters = d.price(lam, alpha, smooth=it > 1 and alpha > 0)
@@ -322,18 +322,20 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                 d.master.set_box(lam_lb, d.master.delta)
             secs_free = 0.0
             # the upper bound moves little after the first rounds (grid-500: 0.6% from round 7
-            # to 20, while the lower bound moves 3%): improve it when the gap is near the
-            # target and the lower bound has moved, and every 5 rounds in any case (the columns
-            # move it too)
+            # to 20, while the lower bound moves 3%): improve it every 5 rounds (the columns
+            # move it too), and when the gap is near the target, the lower bound has moved and
+            # the stabilised master's value (a relaxation of the free master) shows that a
+            # mechanism in the columns' span could close the gap
+            closable = value <= d.lb / (1.0 - gap) * (1.0 + tol)
             if (not math.isfinite(d.ub) or it - it_free >= 5
-                    or (d.lb > lb_at_free and gap < relative_gap(d.ub, d.lb) <= 2 * gap)):
+                    or (closable and d.lb > lb_at_free and gap < relative_gap(d.ub, d.lb) <= 2 * gap)):
                 it_free, lb_at_free = it, d.lb
                 secs_free = d.upper_step(lam, b, slack)
             if math.isfinite(d.ub) and d.lb > d.ub * (1 + 1e-7) + 1e-12:
                 raise AssertionError(f"lower bound {d.lb} exceeds the certified cost {d.ub}")
             g = relative_gap(d.ub, d.lb)
             rec = {"iteration": it, "lower_bound": d.lb * d.scale, "upper_bound": d.ub * d.scale, "gap": g,
-                   "master_objective": obj * d.scale, "slack": slack, "box": float(np.max(d.master.delta)),
+                   "master_objective": obj * d.scale, "master_value": value * d.scale, "slack": slack, "box": float(np.max(d.master.delta)),
                    "cuts_added": int(cols.shape[1]), "columns": d.master.n_cols, "master_seconds": secs,
                    "master_iterations": d.master.iterations, "master_tolerance": tol,
                    "free_master_seconds": secs_free, "sub_seconds": tp, "pricing_iterations": p_iters,
@@ -347,9 +349,12 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                 status = "time_limit"
                 break
             if cols.shape[1] > 0:
-                # at an inexact master's weights (grid-2000: 4,343 columns at 2N = 4,000 with
-                # cuts of 1e-7 / 1e-6, 2,739 with these; master 71 -> 64 s)
-                rec["deleted"] = d.master.prune(lam, b, 2 * N, weight=1e-3, reduced=1e-4)
+                # above 1.5N columns, prune those idle at the master's weights for two rounds
+                # running: every IPM step costs ~ columns x N^2 (grid-2000: limit 2N 147.8 s,
+                # 1.5N 125-138 s, 1.25N 138.2 s, where too few columns cost extra rounds); one
+                # idle round is not enough (a small Gaussian case then deletes and prices the
+                # same two columns in turn and its bound stalls)
+                rec["deleted"] = d.master.prune(lam, b, int(1.5 * N), weight=1e-3, reduced=1e-4, patience=2)
                 d.add(cols)
             elif not serious:            # nothing prices out and the box did not move
                 if tol > EXACT_TOL:      # the duals may be off by the tolerance: solve more exactly
