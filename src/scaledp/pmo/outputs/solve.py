@@ -349,12 +349,12 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                 status = "time_limit"
                 break
             if cols.shape[1] > 0:
-                # above 1.5N columns, prune those idle at the master's weights for two rounds
-                # running: every IPM step costs ~ columns x N^2 (grid-2000: limit 2N 147.8 s,
-                # 1.5N 125-138 s, 1.25N 138.2 s, where too few columns cost extra rounds); one
-                # idle round is not enough (a small Gaussian case then deletes and prices the
-                # same two columns in turn and its bound stalls)
-                rec["deleted"] = d.master.prune(lam, b, int(1.5 * N), weight=1e-3, reduced=1e-4, patience=2)
+                # above 1.75N columns, prune those idle at the master's weights for two rounds
+                # running: every IPM step costs ~ columns x N^2, and too few columns cost rounds
+                # (grid-2000 / gauss-1000: 2N 147.8 s / 38.6 s, 1.75N 125.5 s / 34.3 s, 1.5N
+                # 123.5 s / 56.1 s); one idle round is not enough (a small Gaussian case then
+                # deletes and prices the same two columns in turn and its bound stalls)
+                rec["deleted"] = d.master.prune(lam, b, int(1.75 * N), weight=1e-3, reduced=1e-4, patience=2)
                 d.add(cols)
             elif not serious:            # nothing prices out and the box did not move
                 if tol > EXACT_TOL:      # the duals may be off by the tolerance: solve more exactly
