@@ -324,8 +324,10 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
             # the upper bound moves little after the first rounds (grid-500: 0.6% from round 7
             # to 20, while the lower bound moves 3%): improve it every 5 rounds (the columns
             # move it too), and when the gap is near the target, the lower bound has moved and
-            # the stabilised master's value (a relaxation of the free master) shows that a
-            # mechanism in the columns' span could close the gap
+            # the stabilised master's value could close the gap. That value bounds every
+            # mechanism in the span of the stabilised master's columns; the free master keeps
+            # more columns and the repair leaves the span, so this is a filter, not a proof
+            # (it decides only which candidates are tried; every bound stays rigorous)
             closable = value <= d.lb / (1.0 - gap) * (1.0 + tol)
             if (not math.isfinite(d.ub) or it - it_free >= 5
                     or (closable and d.lb > lb_at_free and gap < relative_gap(d.ub, d.lb) <= 2 * gap)):
