@@ -105,6 +105,24 @@ class _Backoff:
         self.wait = 0
 
 
+MASTER_FLOPS_PER_PRICING_ITERATION = 5000.0
+"""One pricing simplex iteration (all threads) takes about the wall time of this many x N
+flops of the dense master (measured at N = 1,000-2,000 on the reference machine: about
+2e-7 x N s per iteration against 4e-11 s per master flop)."""
+
+
+def _second_pass(pricing_iterations: int, master: ColumnMaster) -> bool:
+    """Whether to price a second time in a round, at the master's duals besides the smoothed
+    ones. It doubles the columns a round brings, and the rounds are bounded below by the
+    columns the master needs (about N; at most K a pass): at 2,000 grid records 27 rounds
+    became 18 (138 -> 110 s). It pays where a pass costs less than a master solve, and not
+    where pricing dominates (gauss-1000: 18 -> 14 rounds but 38 -> 54 s; docs/history.md).
+    The two costs are compared by a work model (simplex iterations against N^2 x columns x
+    interior-point steps), not by clocks, so that the run does not depend on timing."""
+    master_flops = float(master.n) ** 2 * master.n_cols * max(1, master.iterations)
+    return pricing_iterations * MASTER_FLOPS_PER_PRICING_ITERATION * master.n < master_flops
+
+
 class _Decomposition:
     """The state of one run: the instance in cost units, both masters, the pricer, and the
     best certified matrix so far."""
@@ -221,9 +239,10 @@ class _Decomposition:
     # ------------------------------------------------------------ lower bounds
     def price(self, lam: np.ndarray, alpha: float, smooth: bool
               ) -> tuple[float, np.ndarray, np.ndarray, float, int]:
-        """Price at the smoothed duals (at ``lam`` itself when nothing prices out there); returns
-        the round's Lagrangian bound, the duals it was taken at, the new columns, the new
-        smoothing weight and the pricing iterations."""
+        """Price at the smoothed duals and, when nothing prices out there or a second pass is
+        cheap against the master (:func:`_second_pass`), at the master's duals too; returns the
+        better of the two Lagrangian bounds, the duals it was taken at, the new columns, the
+        new smoothing weight and the pricing iterations."""
         center = self.master.center
         lam_s = center + (1.0 - alpha) * (lam - center) if smooth else lam
         bounds, Znew, iters = self.pricer.price(lam_s)
@@ -236,10 +255,10 @@ class _Decomposition:
             else:
                 alpha = min(0.95, alpha + 0.1 * (1.0 - alpha))
         cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
-        if cols.shape[1] == 0 and smooth:           # a mis-pricing: price at the master's duals
-            bounds, Znew, extra = self.pricer.price(lam)
+        if smooth and (cols.shape[1] == 0 or _second_pass(iters, self.master)):
+            bounds, Z_master, extra = self.pricer.price(lam)
             iters += extra
-            cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
+            cols = new_columns(np.hstack([Znew, Z_master]), self.C, lam, self.comp, self.n_comp)
             lb_master = float(lam.sum() + bounds.sum())
             if lb_master > lb_here:
                 lb_here, lam_lb = lb_master, lam
