@@ -118,6 +118,33 @@ def test_the_boxed_master_value_is_a_relaxation_of_the_free_master(case):
     d.pricer.close()
 
 
+def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case, monkeypatch):
+    from scaledp.pmo.outputs import solve as outputs_solve
+
+    space, optimum = case
+    one = solve_outputs(space, gap=1e-4)
+    monkeypatch.setattr(outputs_solve, "MASTER_FLOPS_PER_PRICING_ITERATION", 0.0)   # always a second pass
+    two = solve_outputs(space, gap=1e-4)
+    assert two.status == "optimal" and two.mechanism.verification.passed
+    assert two.lower_bound <= optimum * (1 + 1e-7) + 1e-12
+    assert optimum * (1 - 1e-7) <= two.upper_bound <= optimum * (1 + 1e-4) + 1e-12
+    # from round 2 on (the first is not smoothed) each round priced twice
+    added = lambda r: sum(h["cuts_added"] for h in r.history[1:3])             # noqa: E731
+    pit = lambda r: [h["pricing_iterations"] for h in r.history[1:3]]          # noqa: E731
+    assert len(two.history) >= 3 and added(two) > added(one) and pit(two) != pit(one)
+
+
+def test_the_second_pass_follows_the_work_model():
+    from scaledp.pmo.outputs.master import ColumnMaster
+    from scaledp.pmo.outputs.solve import MASTER_FLOPS_PER_PRICING_ITERATION, _second_pass
+
+    m = ColumnMaster(1000, tolerance=1e-9)
+    m.add(np.ones((1000, 2000)), np.zeros(2000, dtype=np.int64), np.ones(2000))
+    m.iterations = 8                                   # master: 1000^2 x 2000 x 8 flops
+    even = 1000 * 2000 * 8 / MASTER_FLOPS_PER_PRICING_ITERATION
+    assert _second_pass(int(even) - 1, m) and not _second_pass(int(even) + 1, m)
+
+
 def test_a_column_idle_once_is_kept_with_patience():
     from scaledp.pmo.outputs.master import ColumnMaster
 
