@@ -97,6 +97,25 @@ def _warm_point(x0: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x, s
 
 
+def _mehrotra_point(F: tuple, A_mul, At_mul, rhs: np.ndarray, c: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Mehrotra's starting point, from the factor ``F`` of A A', and the x's of the point
+    before its last shift (the first step's mu is taken from it)."""
+    x = At_mul(sl.cho_solve(F, rhs, check_finite=False))
+    y = sl.cho_solve(F, A_mul(c), check_finite=False)
+    s = c - At_mul(y)
+    x += max(-1.5 * float(x.min()), 0.0)
+    s += max(-1.5 * float(s.min()), 0.0)
+    xs = float(x @ s)
+    if xs <= 0:  # both already non-negative and complementary: nudge off the boundary
+        x += 1.0
+        s += 1.0
+        xs = float(x @ s)
+    x += 0.5 * xs / float(s.sum())
+    s += 0.5 * xs / float(x.sum())
+    return x, y, s, xs
+
+
 def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.ndarray, np.ndarray] | None,
            tol: float, max_iter: int, start: tuple[np.ndarray, np.ndarray] | None = None) -> DenseLPResult:
     R = np.asarray(R, dtype=np.float64)
@@ -160,19 +179,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
         x, s = _warm_point(np.asarray(start[0], dtype=np.float64), c - At_mul(y))
         xs = float(x @ s)
     else:
-        F = factor(np.ones(n_all))
-        x = At_mul(sl.cho_solve(F, rhs, check_finite=False))
-        y = sl.cho_solve(F, A_mul(c), check_finite=False)
-        s = c - At_mul(y)
-        x += max(-1.5 * float(x.min()), 0.0)
-        s += max(-1.5 * float(s.min()), 0.0)
-        xs = float(x @ s)
-        if xs <= 0:  # both already non-negative and complementary: nudge off the boundary
-            x += 1.0
-            s += 1.0
-            xs = float(x @ s)
-        x += 0.5 * xs / float(s.sum())
-        s += 0.5 * xs / float(x.sum())
+        x, y, s, xs = _mehrotra_point(factor(np.ones(n_all)), A_mul, At_mul, rhs, c)
     nb, nc = 1.0 + float(np.linalg.norm(rhs)), 1.0 + float(np.linalg.norm(c))
 
     def longest(v: np.ndarray, dv: np.ndarray) -> float:
