@@ -81,35 +81,3 @@ def test_infeasible_is_not_reported_optimal():
 def test_bad_input(bad):
     with pytest.raises(ValueError):
         solve_dense_lp(**bad)
-
-
-@pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("box", [False, True])
-def test_a_warm_start_after_adding_and_removing_columns_reaches_the_optimum(seed, box):
-    rng = np.random.default_rng(100 + seed)
-    m, n = 30, 120
-    R = rng.random((m, n)) ** 3
-    R[:, :m] += np.eye(m)
-    g = rng.random(n) + 0.1
-    rhs = np.ones(m)
-    costs = (rng.random(m) + 0.05, rng.random(m) + 0.05) if box else None
-    first = solve_dense_lp(R[:, :80], g[:80], rhs, costs)
-    assert first.warm is not None
-    x0, y0, s0 = first.warm
-    assert x0.shape == s0.shape == (80 + (2 * m if box else 0),) and y0.shape == (m,)
-    assert (x0 > 0).all() and (s0 > 0).all()                    # an interior point
-    # drop columns 70-79, add 80-119 (unknown to the kept iterate: NaN)
-    keep = np.r_[0:70, 80:120]
-    b0 = np.concatenate([x0[:70], np.full(40, np.nan)])
-    start = (np.concatenate([b0, x0[80:]]), y0)
-    # costs moved as the elastic master's box moves between solves
-    costs2 = (costs[0] * 1.1, costs[1] * 0.9) if box else None
-    warm = solve_dense_lp(R[:, keep], g[keep], rhs, costs2, start=start)
-    assert warm.status == "optimal"
-    assert warm.primal_objective == pytest.approx(_highs(R[:, keep], g[keep], rhs, costs2), rel=1e-6, abs=1e-8)
-
-
-def test_a_warm_start_of_the_wrong_size_is_refused():
-    R = np.eye(3)
-    with pytest.raises(ValueError, match="warm start"):
-        solve_dense_lp(R, np.ones(3), np.ones(3), start=(np.ones(2), np.zeros(3)))

@@ -145,28 +145,6 @@ def test_the_second_pass_follows_the_work_model():
     assert _second_pass(int(even) - 1, m) and not _second_pass(int(even) + 1, m)
 
 
-def test_the_kept_iterate_follows_the_columns_and_a_warm_solve_matches_a_cold_one():
-    from scaledp.pmo.outputs.master import ColumnMaster
-
-    rng = np.random.default_rng(5)
-    n = 12
-    R = rng.random((n, 40)) ** 2
-    R[:, :n] += np.eye(n)
-    master = ColumnMaster(n, tolerance=1e-9)
-    master.add(R[:, :30], np.zeros(30, dtype=np.int64), rng.random(30) + 0.1)
-    master.protected = n
-    width = (np.zeros(n), np.full(n, 5.0))
-    first = master.solve(elastic=width, warm=True)
-    assert master.kept["elastic"][0].shape == (30,)
-    master.add(R[:, 30:], np.zeros(10, dtype=np.int64), rng.random(10) + 0.1)
-    b = np.where(np.arange(40) < 20, 1.0, 0.0)          # columns 20-39 idle ...
-    master.prune(first.duals, b, limit=0, weight=1e-3, reduced=-np.inf)   # ... and deleted
-    assert master.n_cols == 20 and master.kept["elastic"][0].shape == (20,)
-    warm = master.solve(elastic=width, warm=True)
-    cold = master.solve(elastic=width)
-    assert warm.value == pytest.approx(cold.value, rel=1e-6)
-
-
 def test_a_column_idle_once_is_kept_with_patience():
     from scaledp.pmo.outputs.master import ColumnMaster
 

@@ -32,9 +32,7 @@ class DenseLPResult:
     ``error`` is the largest of the relative primal residual, dual residual and duality gap
     (the returned point is the iterate where it was least). ``status`` is 'optimal' when it is
     below ``tol``, 'inaccurate' when below ``100 tol`` (rounding stopped the progress) and
-    'iteration_limit' otherwise. ``warm`` is the iterate ``(x, y, s)`` (x and s over
-    ``[b, sp, sm]``) where the error first fell below ``WARM_ERROR``: a well-centred point
-    from which a later solve of the same LP with columns added or removed can start."""
+    'iteration_limit' otherwise."""
 
     b: np.ndarray
     sp: np.ndarray
@@ -45,29 +43,15 @@ class DenseLPResult:
     iterations: int
     status: str
     error: float
-    warm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 _THREADED_FLOPS = 1e9    # rank-k product size above which BLAS runs on every core
 
-WARM_ERROR = 0.3
-"""The iterate kept for a warm start is the first whose error is below this: still well
-inside the positive orthant, so that the columns a later solve adds (or the costs it changes)
-do not put it next to the boundary, where an interior-point method moves slowly (Gondzio,
-"Warm start of the primal-dual method applied in the cutting-plane scheme", 1998)."""
-
 
 def solve_dense_lp(R: np.ndarray, g: np.ndarray, rhs: np.ndarray,
                    slack_costs: tuple[np.ndarray, np.ndarray] | None = None, *,
-                   tol: float = 1e-8, max_iter: int = 200, blas_threads: int | None = None,
-                   start: tuple[np.ndarray, np.ndarray] | None = None) -> DenseLPResult:
+                   tol: float = 1e-8, max_iter: int = 200, blas_threads: int | None = None) -> DenseLPResult:
     """Solve the LP above (``slack_costs = (cp, cm)`` adds the slack pair).
-
-    ``start = (x, y)`` starts from a kept iterate (a result's ``warm``) instead of Mehrotra's
-    point: ``x`` over ``[b, sp, sm]`` with NaN for the columns the kept iterate did not have,
-    ``y`` the row duals. The dual slacks are recomputed for the current costs, and every
-    product x_j s_j that is not positive is lifted to the kept iterate's mean (the method is
-    an infeasible one, so the start need not be feasible).
 
     ``blas_threads`` caps the BLAS threads during the solve. None chooses by size: nearly all
     the time goes to one symmetric rank-k product (m^2 n flops) and one Cholesky factor per
@@ -78,46 +62,13 @@ def solve_dense_lp(R: np.ndarray, g: np.ndarray, rhs: np.ndarray,
     Raises ValueError on inconsistent shapes or non-finite data.
     """
     if blas_threads is None and float(R.shape[0]) ** 2 * R.shape[1] >= _THREADED_FLOPS:
-        return _solve(R, g, rhs, slack_costs, tol, max_iter, start)
+        return _solve(R, g, rhs, slack_costs, tol, max_iter)
     with threadpool_limits(limits=int(blas_threads or 1), user_api="blas"):
-        return _solve(R, g, rhs, slack_costs, tol, max_iter, start)
-
-
-def _warm_point(x0: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``x``, ``s`` from a kept primal point (NaN where unknown) and the dual slacks of the kept
-    duals under the current costs: known positive pairs are kept, every other product is
-    lifted to the kept pairs' mean mu (x_j = mu / s_j where s_j is positive, both sqrt(mu)
-    where it is not)."""
-    x = x0.copy()
-    known = np.isfinite(x) & (x > 0) & (s > 0)
-    mu = float(np.mean(x[known] * s[known])) if known.any() else 1.0
-    floor = np.sqrt(mu)
-    s = np.where(known | (s > floor), s, floor)
-    x = np.where(known, x, mu / s)
-    return x, s
-
-
-def _mehrotra_point(F: tuple, A_mul, At_mul, rhs: np.ndarray, c: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Mehrotra's starting point, from the factor ``F`` of A A', and the x's of the point
-    before its last shift (the first step's mu is taken from it)."""
-    x = At_mul(sl.cho_solve(F, rhs, check_finite=False))
-    y = sl.cho_solve(F, A_mul(c), check_finite=False)
-    s = c - At_mul(y)
-    x += max(-1.5 * float(x.min()), 0.0)
-    s += max(-1.5 * float(s.min()), 0.0)
-    xs = float(x @ s)
-    if xs <= 0:  # both already non-negative and complementary: nudge off the boundary
-        x += 1.0
-        s += 1.0
-        xs = float(x @ s)
-    x += 0.5 * xs / float(s.sum())
-    s += 0.5 * xs / float(x.sum())
-    return x, y, s, xs
+        return _solve(R, g, rhs, slack_costs, tol, max_iter)
 
 
 def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.ndarray, np.ndarray] | None,
-           tol: float, max_iter: int, start: tuple[np.ndarray, np.ndarray] | None = None) -> DenseLPResult:
+           tol: float, max_iter: int) -> DenseLPResult:
     R = np.asarray(R, dtype=np.float64)
     g = np.asarray(g, dtype=np.float64)
     rhs = np.asarray(rhs, dtype=np.float64)
@@ -172,14 +123,19 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
                 continue
         raise np.linalg.LinAlgError("normal equations not positive definite even with regularisation")
 
-    if start is not None:
-        if start[0].shape != (n_all,) or start[1].shape != (m,):
-            raise ValueError("a warm start needs one x per column (slacks included) and one y per row")
-        y = np.asarray(start[1], dtype=np.float64).copy()
-        x, s = _warm_point(np.asarray(start[0], dtype=np.float64), c - At_mul(y))
+    F = factor(np.ones(n_all))
+    x = At_mul(sl.cho_solve(F, rhs, check_finite=False))
+    y = sl.cho_solve(F, A_mul(c), check_finite=False)
+    s = c - At_mul(y)
+    x += max(-1.5 * float(x.min()), 0.0)
+    s += max(-1.5 * float(s.min()), 0.0)
+    xs = float(x @ s)
+    if xs <= 0:  # both already non-negative and complementary: nudge off the boundary
+        x += 1.0
+        s += 1.0
         xs = float(x @ s)
-    else:
-        x, y, s, xs = _mehrotra_point(factor(np.ones(n_all)), A_mul, At_mul, rhs, c)
+    x += 0.5 * xs / float(s.sum())
+    s += 0.5 * xs / float(x.sum())
     nb, nc = 1.0 + float(np.linalg.norm(rhs)), 1.0 + float(np.linalg.norm(c))
 
     def longest(v: np.ndarray, dv: np.ndarray) -> float:
@@ -188,7 +144,6 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
 
     status = "iteration_limit"
     best: tuple[float, np.ndarray, np.ndarray, int] | None = None
-    warm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     it = 0
     for it in range(max_iter + 1):
         rp = rhs - A_mul(x)
@@ -197,8 +152,6 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
         err = max(float(np.linalg.norm(rp)) / nb, float(np.linalg.norm(rd)) / nc, abs(pobj - dobj) / (1.0 + abs(pobj)))
         if best is None or err < best[0]:
             best = (err, x, y, it)
-        if warm is None and err < WARM_ERROR:
-            warm = (x, y, s)
         if err < tol:
             status = "optimal"
             break
@@ -229,5 +182,4 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
     if status != "optimal" and err < 100 * tol:
         status = "inaccurate"
     return DenseLPResult(b=x[:n], sp=x[n:n + m], sm=x[n + m:], y=y, primal_objective=float(c @ x),
-                         dual_objective=float(rhs @ y), iterations=it, status=status, error=err,
-                         warm=warm if warm is not None else (x, y, c - At_mul(y)))
+                         dual_objective=float(rhs @ y), iterations=it, status=status, error=err)

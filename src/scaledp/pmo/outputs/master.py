@@ -57,9 +57,6 @@ class ColumnMaster:
         self.iterations = 0
         self.fallbacks = 0   # solves handed to HiGHS because the dense IPM did not converge
         self.protected = 0   # the first columns are never deleted (they keep the LP feasible)
-        # kept interior-point iterates, one per kind of solve ('box', 'elastic', 'exact'):
-        # column weights (NaN for columns added since), slacks, duals
-        self.kept: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @property
     def n_cols(self) -> int:
@@ -74,29 +71,18 @@ class ColumnMaster:
         self.owner = np.concatenate([self.owner, owner])
         self.cost = np.concatenate([self.cost, g])
         self.idle = np.concatenate([self.idle, np.zeros(g.size, dtype=np.int64)])
-        self.kept = {k: (np.concatenate([b, np.full(g.size, np.nan)]), sl, y) for k, (b, sl, y) in self.kept.items()}
 
-    def solve(self, box: bool = True, elastic: tuple[np.ndarray, np.ndarray] | None = None, tol: float = 1e-8,
-              warm: bool = False) -> MasterSolution:
+    def solve(self, box: bool = True, elastic: tuple[np.ndarray, np.ndarray] | None = None, tol: float = 1e-8
+              ) -> MasterSolution:
         """Solve the master; ``box`` False solves without the slack columns (every solution is
         then a mechanism); ``elastic=(center, width)`` uses that box instead of the stabilisation
-        box; ``tol`` is the interior-point method's relative tolerance. ``warm`` starts the
-        interior-point method from the iterate kept by the last solve of the same kind (the
-        columns added since start from the kept duals' reduced costs)."""
+        box; ``tol`` is the interior-point method's relative tolerance."""
         t0 = time.perf_counter()
         if elastic is not None:
-            slack_costs, kind = (elastic[1] + elastic[0], elastic[1] - elastic[0]), "elastic"
+            slack_costs = (elastic[1] + elastic[0], elastic[1] - elastic[0])
         else:
             slack_costs = (self.delta + self.center, self.delta - self.center) if box else None
-            kind = "box" if box else "exact"
-        start = None
-        if warm and kind in self.kept:
-            b0, sl0, y0 = self.kept[kind]
-            start = (np.concatenate([b0, sl0]), y0)
-        r = solve_dense_lp(self.R, self.cost, np.ones(self.n), slack_costs, tol=tol, start=start)
-        if r.warm is not None:
-            n = self.n_cols
-            self.kept[kind] = (r.warm[0][:n].copy(), r.warm[0][n:].copy(), r.warm[1].copy())
+        r = solve_dense_lp(self.R, self.cost, np.ones(self.n), slack_costs, tol=tol)
         if r.status in ("optimal", "inaccurate"):
             y, b, sp_, sm_ = r.y, r.b, r.sp, r.sm
         else:   # rare (a degenerate, badly conditioned master): HiGHS, slower but sure
@@ -144,7 +130,6 @@ class ColumnMaster:
             return 0
         keep = ~drop
         self.R, self.cost, self.owner, self.idle = self.R[:, keep], self.cost[keep], self.owner[keep], self.idle[keep]
-        self.kept = {k: (b[keep], sl, y) for k, (b, sl, y) in self.kept.items()}
         return int(drop.sum())
 
     def matrix(self, b: np.ndarray, K: int) -> np.ndarray:

@@ -76,8 +76,6 @@ bound comes from pricing, the upper from certified matrices. When nothing prices
 duals the cap drops tenfold before the box is widened. Measured against exact masters in
 docs/history.md (grid-1000 22 -> 16 rounds, 37 -> 20 s; gauss-1000 23 -> 19, 67 -> 48 s)."""
 
-WARM_FREE = True
-
 EXACT_TOL = 1e-8
 """The dense interior-point method's tolerance for an exact master."""
 
@@ -198,7 +196,7 @@ class _Decomposition:
 
     def solve_free(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Solve the exact free master and certify its matrix unless its value cannot beat ``ub``."""
-        f = self.free.solve(box=False, warm=WARM_FREE)
+        f = self.free.solve(box=False)
         self.t["free"] += f.seconds
         if f.objective < self.ub:
             self.certified(self.free.matrix(f.weights, self.K))
@@ -207,7 +205,7 @@ class _Decomposition:
     def solve_elastic(self, lam_c: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
         """The elastic free master, its rows whose sums are off 1 re-solved by
         :func:`repair_rows`, certified; None if the repair failed."""
-        e = self.free.solve(elastic=(lam_c, ELASTIC_WIDTH * self.delta), warm=WARM_FREE)
+        e = self.free.solve(elastic=(lam_c, ELASTIC_WIDTH * self.delta))
         self.t["free"] += e.seconds
         t0 = time.perf_counter()
         Z = repair_rows(self.free.matrix(e.weights, self.K), self.C, self.eps, self.edges, self.dist)
