@@ -81,3 +81,54 @@ def test_infeasible_is_not_reported_optimal():
 def test_bad_input(bad):
     with pytest.raises(ValueError):
         solve_dense_lp(**bad)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("box", [False, True])
+def test_mixed_precision_reaches_the_same_optimum(seed, box):
+    """Normal equations factored in single precision and refined by conjugate gradients give
+    the double-precision optimum, on well-scaled masters and on masters whose columns span
+    six orders of magnitude (where the single factor gives up and the solve continues in
+    double precision)."""
+    rng = np.random.default_rng(seed)
+    m, n = 60, 200
+    R = rng.random((m, n)) ** 3
+    R[:, :m] += np.eye(m)
+    g = rng.random(n) + 0.1
+    costs = (rng.random(m) + 0.05, rng.random(m) + 0.05) if box else None
+    for badly_scaled in (False, True):
+        Rs = R * 10.0 ** rng.uniform(-6, 0, n)[None, :] if badly_scaled else R
+        ref = _highs(Rs, g, np.ones(m), costs)
+        r = solve_dense_lp(Rs, g, np.ones(m), costs, mixed=True)
+        assert r.status == "optimal"
+        assert r.single_factors >= 1
+        assert r.primal_objective == pytest.approx(ref, rel=1e-6, abs=1e-8)
+        res = Rs @ r.b + (r.sp - r.sm if box else 0) - 1.0
+        assert np.abs(res).max() < 1e-6
+        if badly_scaled and not box:
+            assert r.single_factors < r.iterations     # the last iterations ran in double
+
+
+def test_double_precision_only_when_asked():
+    rng = np.random.default_rng(5)
+    m, n = 40, 120
+    R = rng.random((m, n)) ** 3 + np.hstack([np.eye(m), np.zeros((m, n - m))])
+    r = solve_dense_lp(R, rng.random(n) + 0.1, np.ones(m), mixed=False)
+    assert r.status == "optimal" and r.single_factors == 0
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_memory_order_of_the_columns_does_not_matter(mixed):
+    """The masters keep R in Fortran order; the products with R and the normal equations
+    take either order (scipy's BLAS would otherwise copy R on every call)."""
+    rng = np.random.default_rng(11)
+    m, n = 50, 150
+    R = rng.random((m, n)) ** 3
+    R[:, :m] += np.eye(m)
+    g = rng.random(n) + 0.1
+    costs = (rng.random(m) + 0.05, rng.random(m) + 0.05)
+    a = solve_dense_lp(np.ascontiguousarray(R), g, np.ones(m), costs, mixed=mixed)
+    b = solve_dense_lp(np.asfortranarray(R), g, np.ones(m), costs, mixed=mixed)
+    assert a.iterations == b.iterations
+    assert a.primal_objective == pytest.approx(b.primal_objective, rel=1e-12)
+    np.testing.assert_allclose(a.y, b.y, rtol=1e-9, atol=1e-12)
