@@ -106,9 +106,13 @@ class _Backoff:
 
 
 MASTER_FLOPS_PER_PRICING_ITERATION = 5000.0
-"""One pricing simplex iteration (all threads) takes about the wall time of this many x N
-flops of the dense master (measured at N = 1,000-2,000 on the reference machine: about
-2e-7 x N s per iteration against 4e-11 s per master flop)."""
+"""The second pricing pass's threshold: one pricing simplex iteration counted as this many x N
+master flops. It was the measured cost ratio (2e-7 x N s per iteration against 4e-11 s per
+master flop at N = 1,000-2,000) before the dense master became about 4x cheaper per flop
+(docs/history.md); the ratio is now nearer 19,000, but at 19,000 grid-2000 loses its second
+pass and takes 24 rounds and 88 s instead of 19 and 79 s: a pass saves rounds, and a round
+costs a master, a pass and a share of the free master, not a master alone. So this is a
+threshold chosen by those runs, not a cost ratio."""
 
 
 def _second_pass(pricing_iterations: int, master: ColumnMaster) -> bool:
