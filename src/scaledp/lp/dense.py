@@ -57,10 +57,11 @@ class _NormalEquations:
 
     Nearly all of an iteration is the rank-k product that forms M (m^2 n flops) and its
     Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision (at m = 5,000,
-    n = 8,000 on the reference machine: 0.66 s and 0.19 s against 1.85 s and 0.37 s), and each solve is refined to double precision by conjugate gradients on the
-    exact (double) operator ``v -> A (d * A'v)``, the single factor as preconditioner: while
-    the factor's error is small against 1 (condition of M below ~1e6), a few iterations reach
-    a residual of ``SOLVE_TOL`` relative to the right-hand side. When they do not, or the
+    n = 8,000 on the reference machine: 0.66 s and 0.19 s against 1.85 s and 0.37 s), and each
+    solve is refined to double precision by conjugate gradients on the exact (double) operator
+    ``v -> A (d * A'v)``, the single factor as preconditioner: while the factor's error is
+    small against 1 (condition of M below ~1e6), a few iterations reach a residual of
+    ``SOLVE_TOL`` relative to the right-hand side. When they do not, or the
     single factor fails, this and every later iteration of the solve fall back to a double
     factor (the last iterations of an exact solve, where x / s spans many orders of magnitude).
     """
@@ -71,8 +72,9 @@ class _NormalEquations:
     def __init__(self, R: np.ndarray, box: bool, A_mul, At_mul, mixed: bool) -> None:
         self.R, self.box, self.A_mul, self.At_mul = R, box, A_mul, At_mul
         self.m, self.n = R.shape
-        self.mixed = mixed
-        self.R32 = R.astype(np.float32) if mixed else None
+        # single precision holds R's entries (and their squares' sums) only if they are moderate
+        self.mixed = mixed and float(np.max(np.abs(R), initial=0.0)) <= 1e15
+        self.R32 = R.astype(np.float32) if self.mixed else None
         self.single_factors = 0
         self.d = np.ones(0)
         self.F: tuple = ()
@@ -97,10 +99,9 @@ class _NormalEquations:
         w = np.sqrt(d[:n])
         diag = d[n:n + m] + d[n + m:] if self.box else np.zeros(m)
         if single:
-            # in single precision M / sigma (entries at most about n, R's entries being in
-            # [0, 1]): x / s spans hundreds of orders of magnitude, and squared weights above
-            # ~1e38 overflow; weights below 1e-10 of the largest add less than single
-            # precision resolves (and their squares would be subnormal)
+            # in single precision M / sigma: x / s spans hundreds of orders of magnitude, and
+            # squared weights above ~1e38 overflow; weights below 1e-10 of the largest add
+            # less than single precision resolves (and their squares would be subnormal)
             self.sigma = max(float(w.max()) ** 2, float(diag.max(initial=0.0)), 1e-300)
             w = w / math.sqrt(self.sigma)
             w[w < 1e-10 * float(w.max())] = 0.0
