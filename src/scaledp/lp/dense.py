@@ -72,8 +72,9 @@ class _NormalEquations:
     def __init__(self, R: np.ndarray, box: bool, A_mul, At_mul, mixed: bool) -> None:
         self.R, self.box, self.A_mul, self.At_mul = R, box, A_mul, At_mul
         self.m, self.n = R.shape
-        # single precision holds R's entries (and their squares' sums) only if they are moderate
-        self.mixed = mixed and float(np.max(np.abs(R), initial=0.0)) <= 1e15
+        # single precision holds R's entries (and their squares' sums) only if they are
+        # moderate (max and min rather than abs: no m x n temporary)
+        self.mixed = mixed and R.size > 0 and max(float(R.max()), -float(R.min())) <= 1e15
         self.R32 = R.astype(np.float32) if self.mixed else None
         self.single_factors = 0
         self.d = np.ones(0)
@@ -160,9 +161,9 @@ class _NormalEquations:
             x += a * p
             res -= a * q
             if float(np.linalg.norm(res)) <= target:
-                if float(np.linalg.norm(r - op(x))) <= 10 * target:
+                res = r - op(x)      # the true residual: the recurrence can drift
+                if float(np.linalg.norm(res)) <= 10 * target:
                     return x
-                res = r - op(x)      # the recurrence drifted: restart from the true residual
             z = self._precondition(res)
             rz_new = float(res @ z)
             p = z + (rz_new / rz) * p
