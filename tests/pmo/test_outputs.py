@@ -210,12 +210,16 @@ def test_rebalanced_master_matrix_is_used_and_stays_exact(monkeypatch):
     assert res.upper_bound <= optimum * (1 + 1e-3) + 1e-12
 
 
-def test_the_pricer_solves_its_lps_with_rigorous_bounds(case):
+@pytest.mark.parametrize("start", ["every row", "no row"])
+def test_the_pricer_solves_its_lps_with_rigorous_bounds(case, start, monkeypatch):
     """The dual-form pricer returns, per output, a point of P and a bound that are both right:
     the point is feasible, its value equals the bound up to the solver's tolerance, and a fresh
-    HiGHS solve of the primal LP agrees on the minimum."""
+    HiGHS solve of the primal LP agrees on the minimum; whether its working sets start with every
+    cone row or grow from none."""
+    import scaledp.pmo.outputs.pricing as pricing
     from scaledp.lp.highs import INF, solve_lp
 
+    monkeypatch.setattr(pricing, "WORKING_SET_FROM", np.inf if start == "every row" else 0.0)
     space, _ = case
     N = space.n_records
     g = MDPGraph.from_space(space)
@@ -235,6 +239,11 @@ def test_the_pricer_solves_its_lps_with_rigorous_bounds(case):
             z = Zd[:, k]
             assert np.all((z >= 0) & (z <= 1)) and np.max(A @ z) <= 1e-7             # z is in P
             assert np.isclose(w @ z, min(ref.objective, 0.0), atol=1e-7)             # and optimal
+    sizes = [r.size for r in dual.group.rows]
+    if start == "every row":
+        assert sizes == [A.shape[0]] * C.shape[1]
+    else:                                            # grown from none, to a part of the cone
+        assert 0 < min(sizes) and max(sizes) < A.shape[0]
 
 
 def test_the_repaired_elastic_master_gives_the_bound_and_reaches_the_optimum(case):

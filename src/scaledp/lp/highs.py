@@ -176,6 +176,22 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the new rows")
         self.n_row += R.shape[0]
 
+    def add_cols(self, A_cols: sp.spmatrix, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Append columns (new nonbasic variables: HiGHS keeps its basis, and a primal simplex
+        carries on from it)."""
+        Acs = sp.csc_matrix(A_cols)
+        Acs.sort_indices()
+        if Acs.shape[0] != self.n_row:
+            raise ValueError(f"new columns must have {self.n_row} rows, got {Acs.shape[0]}")
+        st = self.h.addCols(int(Acs.shape[1]), np.ascontiguousarray(cost, dtype=np.float64),
+                            np.ascontiguousarray(lower, dtype=np.float64),
+                            np.ascontiguousarray(upper, dtype=np.float64), int(Acs.nnz),
+                            Acs.indptr[:-1].astype(np.int32), Acs.indices.astype(np.int32),
+                            np.ascontiguousarray(Acs.data, dtype=np.float64))
+        if st == highspy.HighsStatus.kError:
+            raise SolverLimitError("HiGHS rejected the new columns")
+        self.n_col += Acs.shape[1]
+
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Change the bounds of the given rows (the model and basis are kept)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)

@@ -14,6 +14,17 @@ time than in the primal form on the 500- and 1,000-record benchmark instances, e
 each output's HiGHS model stays alive. The minimiser z is the dual form's row duals (a vertex
 of P), and y gives a rigorous bound through :func:`scaledp.lp.bounds.lagrangian_bound`, whatever
 HiGHS's accuracy.
+
+Each model holds only a **working set** of the cone rows (columns y of the dual form): it starts
+with none, and after each solve the rows that the minimiser z violates by more than the
+tolerance (``A_r z > tol``: exactly the columns whose reduced cost would make HiGHS pivot) join
+it, the most violated first, at most N / 4 at a time, until none is violated; then z is the
+minimiser over the whole of P and the bound is the whole LP's. A vertex of P is
+``exp(-eps D(., S))`` on each connected component (S the records at 1, D the path distance), so
+it is fixed by one shortest-path tree, and few rows are ever needed: over a replay of every
+round, on average 3,100 of 24,354 rows per output on Gaussian 1,000 records with eta fixed (24
+neighbours each), 390 of 6,512 on road-500 and 1,900 of 6,002 on text-500; pricing took 2.9x,
+1.8x and 1.35x less time than with every row (docs/history.md).
 """
 
 from __future__ import annotations
@@ -37,22 +48,39 @@ def cone_rows(n: int, edges: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr
     return mdp_rows(n, 1, edges, dist, eps)[np.r_[0:2 * m:2, 1:2 * m:2]]
 
 
+WORKING_SET_BATCH = 0.25
+"""At most this times N violated cone rows join an output's working set per solve (replays of
+Gaussian eta-fixed 1,000 records: 1 x N 4.0 s, 0.25 x N 3.4 s, 0.1 x N 3.3 s, all 4.2 s; road-500
+and text-500 a few percent either way)."""
+
+
+WORKING_SET_FROM = 10.0
+"""Cones with at most this many rows per record start with every row in the working set (the
+loop then never adds one): there a solve is cheap and the extra solves that grow a working set
+cost more than the smaller model saves (replay of grid-500, 7.5 rows per record: 3.05 s with every
+row, 3.68 s with a growing set; road-500, 13 per record: 5.57 s against 3.52 s)."""
+
+
 class OutputModels:
     """The live pricing models of the outputs ``ks`` (every output on threads; a share of them
     in a Dask actor). ``C`` holds those outputs' cost columns. A model is built the first time
-    its output is priced and only its right-hand side changes afterwards, so an output's
-    answers depend only on the sequence of duals it was priced at, not on where it lives."""
+    its output is priced; afterwards its right-hand side changes and its working set of cone
+    rows grows (module docstring), both driven by the duals alone, so an output's answers
+    depend only on the sequence of duals it was priced at, not on where it lives."""
 
     def __init__(self, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
-        self.A = A
-        self.m, self.n = A.shape
+        self.A = sp.csr_matrix(A)
+        self.AT = sp.csc_matrix(self.A.T)        # column r: cone row r, a column of the dual form
+        self.m, self.n = self.A.shape
         self.C = np.asarray(C, dtype=np.float64)
         self.ks = np.asarray(ks, dtype=np.int64)
         self.lo = np.full(self.m, -INF)
         self.up = np.zeros(self.m)
         self.x_lo, self.x_up = np.zeros(self.n), np.ones(self.n)
         self.models: list[HighsLP] = []
-        self.AD = sp.hstack([A.T, sp.identity(self.n)], format="csr")
+        self.rows: list[np.ndarray] = []          # each model's working set, in column order
+        self.active: list[np.ndarray] = []        # the same as a mask over the cone rows
+        self.batch = max(1, int(WORKING_SET_BATCH * self.n))
         self.tolerance = tolerance
         self.cols = np.arange(self.n, dtype=np.int32)
         self.no_upper = np.full(self.n, INF)
@@ -60,47 +88,79 @@ class OutputModels:
         self.failures = 0    # solves both failed: the bound of y = 0 and no column
 
     def _build(self, w: np.ndarray) -> HighsLP:
-        m = HighsLP(np.r_[np.zeros(self.m), np.ones(self.n)], self.AD, -w, self.no_upper,
-                    np.zeros(self.m + self.n), np.full(self.m + self.n, INF),
-                    solver="simplex", tolerance=self.tolerance, presolve=False)
-        # primal simplex: measured against dual simplex in this form, it was faster on text-500
-        # (13.0 s against 13.9 s of pricing) and on replays of the 1,000-record instances
-        # (gauss / text / road 3.4 / 8.9 / 1.7 s against 6.0 / 9.1 / 2.3 s), slower only on
-        # road-500 (1.7 s against 1.1 s)
+        """The dual form over the initial working set (:data:`WORKING_SET_FROM`)."""
+        rows = self.rows[-1]
+        AD = sp.hstack([sp.identity(self.n, format="csc"), self.AT[:, rows]], format="csr")
+        k = self.n + rows.size
+        m = HighsLP(np.r_[np.ones(self.n), np.zeros(rows.size)], AD, -w, self.no_upper, np.zeros(k),
+                    np.full(k, INF), solver="simplex", tolerance=self.tolerance, presolve=False)
+        # primal simplex: the basis stays feasible when rows join the working set, and it was
+        # measured faster than dual simplex in this form on text-500 (13.0 s against 13.9 s of
+        # pricing) and on replays of the 1,000-record instances (gauss / text / road 3.4 / 8.9 /
+        # 1.7 s against 6.0 / 9.1 / 2.3 s), slower only on road-500 (1.7 s against 1.1 s)
         m.set_option("simplex_strategy", 4)
         return m
 
-    def _fallback(self, w: np.ndarray) -> LPSolution:
-        """A fresh interior-point solve (with crossover, so the minimiser is still a vertex):
-        where epsilon x distance is large the rows span six orders of magnitude against
-        right-hand sides near 1e-6, and the live simplex model can end in status 'Unknown'
-        (grid-500 at eps = 10 per km) where the interior-point method does not."""
+    def _fallback(self, w: np.ndarray) -> tuple[LPSolution, np.ndarray]:
+        """A fresh interior-point solve over every cone row (with crossover, so the minimiser is
+        still a vertex): where epsilon x distance is large the rows span six orders of magnitude
+        against right-hand sides near 1e-6, and the live simplex model can end in status
+        'Unknown' (grid-500 at eps = 10 per km) where the interior-point method does not.
+        Returns the solution and y."""
         self.fallbacks += 1
-        return HighsLP(np.r_[np.zeros(self.m), np.ones(self.n)], self.AD, -w, self.no_upper,
-                       np.zeros(self.m + self.n), np.full(self.m + self.n, INF),
-                       solver="ipm", tolerance=self.tolerance, presolve=True).solve()
+        AD = sp.hstack([self.AT, sp.identity(self.n)], format="csr")
+        sol = HighsLP(np.r_[np.zeros(self.m), np.ones(self.n)], AD, -w, self.no_upper,
+                      np.zeros(self.m + self.n), np.full(self.m + self.n, INF),
+                      solver="ipm", tolerance=self.tolerance, presolve=True).solve()
+        return sol, (sol.x[:self.m] if sol.x is not None else np.zeros(self.m))
 
     def weights(self, lam: np.ndarray) -> list[np.ndarray]:
         """``c_k - lam`` for each of this group's outputs; builds the models not built yet."""
         W = [np.ascontiguousarray(self.C[:, j] - lam) for j in range(len(self.ks))]
         while len(self.models) < len(W):
+            start = self.m <= WORKING_SET_FROM * self.n
+            self.rows.append(np.arange(self.m) if start else np.zeros(0, dtype=np.int64))
+            self.active.append(np.full(self.m, start))
             self.models.append(self._build(W[len(self.models)]))
         return W
 
+    def _solve_working_set(self, j: int) -> tuple[LPSolution, int]:
+        """Solve model ``j``, adding the violated cone rows until none is; the last solution
+        and the iterations of every solve."""
+        m, active = self.models[j], self.active[j]
+        iterations = 0
+        while True:
+            sol = m.solve()
+            iterations += sol.iterations
+            if sol.status != "optimal" or sol.row_dual is None or sol.x is None or self.rows[j].size == self.m:
+                return sol, iterations
+            v = self.A @ sol.row_dual
+            v[active] = -INF
+            bad = np.flatnonzero(v > self.tolerance)
+            if bad.size == 0:
+                return sol, iterations
+            bad = bad[np.argsort(-v[bad], kind="stable")[:self.batch]]
+            m.add_cols(self.AT[:, bad], np.zeros(bad.size), np.zeros(bad.size), np.full(bad.size, INF))
+            self.rows[j] = np.r_[self.rows[j], bad]
+            active[bad] = True
+
     def one(self, j: int, w: np.ndarray) -> tuple[float, np.ndarray, int]:
         """Output ``ks[j]`` at ``w = c - lam``: a rigorous bound, the minimiser, the iterations."""
-        m = self.models[j]
-        m.set_row_bounds(self.cols, -w, self.no_upper)
-        sol = m.solve()
-        if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
-            sol = self._fallback(w)
+        self.models[j].set_row_bounds(self.cols, -w, self.no_upper)
+        sol, iterations = self._solve_working_set(j)
+        if sol.status == "optimal" and sol.row_dual is not None and sol.x is not None:
+            y = np.zeros(self.m)
+            y[self.rows[j]] = sol.x[self.n:]      # columns: mu, then the working set in order
+        else:
+            sol, y = self._fallback(w)
+            iterations += sol.iterations
         if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
             # no column, and the bound of y = 0 (min of w'z over the box): valid, only weaker
             self.failures += 1
-            return min(float(np.minimum(w, 0.0).sum()), 0.0), np.zeros(self.n), sol.iterations
-        pi = -np.maximum(sol.x[:self.m], 0.0)   # y >= 0 on the cone rows: multipliers -y of A z <= 0
+            return min(float(np.minimum(w, 0.0).sum()), 0.0), np.zeros(self.n), iterations
+        pi = -np.maximum(y, 0.0)   # y >= 0 on the cone rows: multipliers -y of A z <= 0
         v = lagrangian_bound(w, self.A, self.lo, self.up, self.x_lo, self.x_up, pi)
-        return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), sol.iterations  # z = 0 is in P: min <= 0
+        return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), iterations  # z = 0 is in P: min <= 0
 
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float]:
         """Every output of the group in turn (a Dask actor's call): ``(ks, bounds, Z, iterations,
