@@ -80,6 +80,7 @@ class OutputModels:
         self.models: list[HighsLP] = []
         self.rows: list[np.ndarray] = []          # each model's working set, in column order
         self.active: list[np.ndarray] = []        # the same as a mask over the cone rows
+        self.A_rows: list[sp.csr_matrix] = []     # the same as rows of A
         self.batch = max(1, int(WORKING_SET_BATCH * self.n))
         self.tolerance = tolerance
         self.cols = np.arange(self.n, dtype=np.int32)
@@ -121,6 +122,7 @@ class OutputModels:
             start = self.m <= WORKING_SET_FROM * self.n
             self.rows.append(np.arange(self.m) if start else np.zeros(0, dtype=np.int64))
             self.active.append(np.full(self.m, start))
+            self.A_rows.append(self.A if start else self.A[self.rows[-1]])
             self.models.append(self._build(W[len(self.models)]))
         return W
 
@@ -130,9 +132,9 @@ class OutputModels:
         m, active = self.models[j], self.active[j]
         iterations = 0
         while True:
-            sol = m.solve()
+            sol = m.solve(fetch=("row_dual",))      # z; y is read once, from the last solve
             iterations += sol.iterations
-            if sol.status != "optimal" or sol.row_dual is None or sol.x is None or self.rows[j].size == self.m:
+            if sol.status != "optimal" or sol.row_dual is None or self.rows[j].size == self.m:
                 return sol, iterations
             v = self.A @ sol.row_dual
             v[active] = -INF
@@ -142,24 +144,28 @@ class OutputModels:
             bad = bad[np.argsort(-v[bad], kind="stable")[:self.batch]]
             m.add_cols(self.AT[:, bad], np.zeros(bad.size), np.zeros(bad.size), np.full(bad.size, INF))
             self.rows[j] = np.r_[self.rows[j], bad]
+            self.A_rows[j] = self.A[self.rows[j]]
             active[bad] = True
 
     def one(self, j: int, w: np.ndarray) -> tuple[float, np.ndarray, int]:
         """Output ``ks[j]`` at ``w = c - lam``: a rigorous bound, the minimiser, the iterations."""
         self.models[j].set_row_bounds(self.cols, -w, self.no_upper)
         sol, iterations = self._solve_working_set(j)
-        if sol.status == "optimal" and sol.row_dual is not None and sol.x is not None:
-            y = np.zeros(self.m)
-            y[self.rows[j]] = sol.x[self.n:]      # columns: mu, then the working set in order
+        if sol.status == "optimal" and sol.row_dual is not None:
+            # columns: mu, then the working set in order; the bound needs the working set's rows
+            # alone (y is 0 on the others)
+            A, y = self.A_rows[j], self.models[j].primal()[self.n:]
         else:
             sol, y = self._fallback(w)
+            A = self.A
             iterations += sol.iterations
-        if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
+        if sol.status != "optimal" or sol.row_dual is None:
             # no column, and the bound of y = 0 (min of w'z over the box): valid, only weaker
             self.failures += 1
             return min(float(np.minimum(w, 0.0).sum()), 0.0), np.zeros(self.n), iterations
         pi = -np.maximum(y, 0.0)   # y >= 0 on the cone rows: multipliers -y of A z <= 0
-        v = lagrangian_bound(w, self.A, self.lo, self.up, self.x_lo, self.x_up, pi)
+        k = A.shape[0]             # row bounds: -inf and 0 on every cone row
+        v = lagrangian_bound(w, A, self.lo[:k], self.up[:k], self.x_lo, self.x_up, pi)
         return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), iterations  # z = 0 is in P: min <= 0
 
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float]:
