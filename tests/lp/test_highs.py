@@ -1,4 +1,5 @@
-"""The live HiGHS model: columns added to a solved model give the optimum of the larger LP."""
+"""The live HiGHS model: columns added to a solved model give the optimum of the larger LP; a
+solve copies out only what it is asked for."""
 
 from __future__ import annotations
 
@@ -30,3 +31,15 @@ def test_columns_of_the_wrong_height_are_refused():
     live = HighsLP(np.ones(2), sp.identity(2, format="csr"), np.zeros(2), np.ones(2), np.zeros(2), np.ones(2))
     with pytest.raises(ValueError, match="2 rows"):
         live.add_cols(sp.csc_matrix(np.ones((3, 1))), np.ones(1), np.zeros(1), np.ones(1))
+
+
+def test_a_solve_copies_out_only_the_vectors_asked_for():
+    rng = np.random.default_rng(2)
+    A = sp.random(20, 40, density=0.3, random_state=3, format="csr")
+    c, b = rng.uniform(-1.0, 1.0, 40), rng.uniform(1.0, 2.0, 20)
+    lp = HighsLP(c, A, np.full(20, -INF), b, np.zeros(40), np.ones(40))
+    every = lp.solve()
+    duals = lp.solve(fetch=("row_dual",))
+    assert duals.status == "optimal" and duals.x is None and duals.col_dual is None
+    np.testing.assert_array_equal(duals.row_dual, every.row_dual)
+    np.testing.assert_array_equal(lp.primal(), every.x)       # what was not copied is still there
