@@ -43,3 +43,5 @@ def test_a_solve_copies_out_only_the_vectors_asked_for():
     assert duals.status == "optimal" and duals.x is None and duals.col_dual is None
     np.testing.assert_array_equal(duals.row_dual, every.row_dual)
     np.testing.assert_array_equal(lp.primal(), every.x)       # what was not copied is still there
+    with pytest.raises(ValueError, match="row_duals"):
+        lp.solve(fetch=("row_duals",))

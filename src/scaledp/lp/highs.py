@@ -233,6 +233,9 @@ class HighsLP:
         """Run HiGHS; the solution's vectors named in ``fetch`` are copied out, the others are
         None (each costs a Python list of its length, about 30 microseconds per 1,000 entries:
         a loop of thousands of small solves fetches only what it reads)."""
+        unknown = set(fetch) - {"x", "row_dual", "col_dual"}
+        if unknown:
+            raise ValueError(f"fetch names 'x', 'row_dual' or 'col_dual', got {sorted(unknown)}")
         limit = INF if self.time_limit is None or not math.isfinite(self.time_limit) else \
             self.h.getRunTime() + self.time_limit     # HiGHS's clock runs across every run of the model
         self.h.setOptionValue("time_limit", float(limit))

@@ -159,10 +159,10 @@ class OutputModels:
             sol, y = self._fallback(w)
             A = self.A
             iterations += sol.iterations
-        if sol.status != "optimal" or sol.row_dual is None:
-            # no column, and the bound of y = 0 (min of w'z over the box): valid, only weaker
-            self.failures += 1
-            return min(float(np.minimum(w, 0.0).sum()), 0.0), np.zeros(self.n), iterations
+            if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
+                # no column, and the bound of y = 0 (min of w'z over the box): valid, only weaker
+                self.failures += 1
+                return min(float(np.minimum(w, 0.0).sum()), 0.0), np.zeros(self.n), iterations
         pi = -np.maximum(y, 0.0)   # y >= 0 on the cone rows: multipliers -y of A z <= 0
         k = A.shape[0]             # row bounds: -inf and 0 on every cone row
         v = lagrangian_bound(w, A, self.lo[:k], self.up[:k], self.x_lo, self.x_up, pi)
