@@ -122,8 +122,9 @@ def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case, monkeyp
     from scaledp.pmo.outputs import solve as outputs_solve
 
     space, optimum = case
+    monkeypatch.setattr(outputs_solve, "_second_pass", lambda *args: False)  # only when nothing prices out
     one = solve_outputs(space, gap=1e-4)
-    monkeypatch.setattr(outputs_solve, "MASTER_FLOPS_PER_PRICING_ITERATION", 0.0)   # always a second pass
+    monkeypatch.setattr(outputs_solve, "_second_pass", lambda *args: True)   # every round
     two = solve_outputs(space, gap=1e-4)
     assert two.status == "optimal" and two.mechanism.verification.passed
     assert two.lower_bound <= optimum * (1 + 1e-7) + 1e-12
@@ -134,7 +135,7 @@ def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case, monkeyp
     assert len(two.history) >= 3 and added(two) > added(one) and pit(two) != pit(one)
 
 
-def test_the_second_pass_follows_the_work_model():
+def test_the_second_pass_follows_the_column_deficit_and_the_work_model():
     from scaledp.pmo.outputs.master import ColumnMaster
     from scaledp.pmo.outputs.solve import MASTER_FLOPS_PER_PRICING_ITERATION, _second_pass
 
@@ -142,7 +143,13 @@ def test_the_second_pass_follows_the_work_model():
     m.add(np.ones((1000, 2000)), np.zeros(2000, dtype=np.int64), np.ones(2000))
     m.iterations = 8                                   # master: 1000^2 x 2000 x 8 flops
     even = 1000 * 2000 * 8 / MASTER_FLOPS_PER_PRICING_ITERATION
-    assert _second_pass(int(even) - 1, m) and not _second_pass(int(even) + 1, m)
+    K = 100
+    # past N generated columns the work model decides
+    assert _second_pass(60, 1000, K, int(even) - 1, m) and not _second_pass(60, 1000, K, int(even) + 1, m)
+    # short of N columns a productive pass is always followed by a second one
+    assert _second_pass(60, 999, K, int(even) + 1, m)
+    # an unproductive first pass (fewer than K/2 columns) never is
+    assert not _second_pass(49, 0, K, 0, m)
 
 
 def test_a_column_idle_once_is_kept_with_patience():

@@ -106,25 +106,34 @@ class _Backoff:
 
 
 MASTER_FLOPS_PER_PRICING_ITERATION = 5000.0
-"""The second pricing pass's threshold: one pricing simplex iteration counted as this many x N
-master flops. It was the measured cost ratio (2e-7 x N s per iteration against 4e-11 s per
-master flop at N = 1,000-2,000) before the dense master became about 4x cheaper per flop
-(docs/history.md); the ratio is now nearer 19,000, but at 19,000 grid-2000 loses its second
-pass and takes 24 rounds and 88 s instead of 19 and 79 s: a pass saves rounds, and a round
-costs a master, a pass and a share of the free master, not a master alone. So this is a
-threshold chosen by those runs, not a cost ratio."""
+"""The work model's threshold: one pricing simplex iteration counted as this many x N master
+flops. A threshold chosen by runs (grid-2000 keeps its second pass at 5,000 and loses it at the
+measured cost ratio, about 19,000: 24 rounds and 88 s instead of 19 and 79 s; a pass saves
+rounds, and a round costs a master, a pass and a share of the free master, not a master
+alone), not a cost ratio."""
+
+PRODUCTIVE_SHARE = 0.5
+"""A pass is productive when it brings at least this share of K new columns."""
 
 
-def _second_pass(pricing_iterations: int, master: ColumnMaster) -> bool:
+def _second_pass(first_pass_columns: int, generated: int, K: int, pricing_iterations: int,
+                 master: ColumnMaster) -> bool:
     """Whether to price a second time in a round, at the master's duals besides the smoothed
-    ones. It doubles the columns a round brings, and the rounds are bounded below by the
-    columns the master needs (about N; at most K a pass): at 2,000 grid records 27 rounds
-    became 18 (138 -> 110 s). It pays where a pass costs less than a master solve, and not
-    where pricing dominates (gauss-1000: 18 -> 14 rounds but 38 -> 54 s; docs/history.md).
-    The two costs are compared by a work model (simplex iterations against N^2 x columns x
-    interior-point steps), not by clocks, so that the run does not depend on timing."""
+    ones. The rounds are bounded below by the columns the master needs (about N besides its
+    start, at most K a pass), so a second pass pays where columns are what the run lacks: the
+    first pass was productive (at least ``PRODUCTIVE_SHARE`` x K new columns; text-500's first
+    passes bring 0-35, and pricing twice there costs 9.5 -> 13 s) and either fewer than N
+    columns were generated so far or a pass is cheap against the master by the work model
+    (simplex iterations against N^2 x columns x interior-point steps; grid-2000 keeps its second
+    pass past N columns: 18 rounds and 81 s against 24 and 100 s without it). Gaussian 2,000:
+    36 rounds and 200 s under the work model alone, 16-18 rounds and 112-118 s with the column
+    deficit (docs/history.md). Work and columns, not clocks, so the run does not depend on
+    timing."""
+    if first_pass_columns < PRODUCTIVE_SHARE * K:
+        return False
     master_flops = float(master.n) ** 2 * master.n_cols * max(1, master.iterations)
-    return pricing_iterations * MASTER_FLOPS_PER_PRICING_ITERATION * master.n < master_flops
+    cheap = pricing_iterations * MASTER_FLOPS_PER_PRICING_ITERATION * master.n < master_flops
+    return generated < master.n or cheap
 
 
 class _Decomposition:
@@ -159,6 +168,7 @@ class _Decomposition:
         self.n_comp, self.comp = graph.components
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
+        self.generated = 0                          # columns priced in so far (not counting the start)
         self.free.protected = self.free.n_cols     # kept: through the all-ones columns the free master is feasible
         self.pricer: Pricer | DaskPricer = (
             Pricer(A, self.C, tolerance, workers) if executor == "threads"
@@ -259,7 +269,8 @@ class _Decomposition:
             else:
                 alpha = min(0.95, alpha + 0.1 * (1.0 - alpha))
         cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
-        if smooth and (cols.shape[1] == 0 or _second_pass(iters, self.master)):
+        if smooth and (cols.shape[1] == 0
+                       or _second_pass(cols.shape[1], self.generated, self.K, iters, self.master)):
             bounds, Z_master, extra = self.pricer.price(lam)
             iters += extra
             cols = new_columns(np.hstack([Znew, Z_master]), self.C, lam, self.comp, self.n_comp)
@@ -381,6 +392,7 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                 # deletes and prices the same two columns in turn and its bound stalls)
                 rec["deleted"] = d.master.prune(lam, b, int(1.75 * N), weight=1e-3, reduced=1e-4, patience=2)
                 d.add(cols)
+                d.generated += cols.shape[1]
             elif not serious:            # nothing prices out and the box did not move
                 if tol > EXACT_TOL:      # the duals may be off by the tolerance: solve more exactly
                     tol_cap = tol / 10
