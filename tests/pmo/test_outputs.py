@@ -350,3 +350,27 @@ def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged():
 def test_outputs_refuses_an_executor_it_has_not():
     with pytest.raises(ValueError, match="executor"):
         solve(_dask_case(), "outputs", executor="process")
+
+
+def test_new_columns_split_each_point_by_component_and_keep_those_that_price_out():
+    from scaledp.pmo.outputs.master import new_columns
+
+    rng = np.random.default_rng(0)
+    n, K, n_comp = 12, 3, 4
+    comp = np.arange(n) % n_comp
+    Z = rng.uniform(0.0, 1.0, (n, 5)) * (rng.uniform(size=(n, 5)) < 0.6)
+    Z[:, 4] = Z[:, 0]                                  # a repeat gives no new piece
+    C = rng.uniform(0.0, 1.0, (n, K))
+    lam = np.full(n, 0.7)
+    got = new_columns(Z, C, lam, comp, n_comp)
+    # every (point, component) piece, in point-then-component order; keep rc < 0, no repeats
+    want = []
+    for j in range(Z.shape[1]):
+        for c in range(n_comp):
+            p = Z[:, j] * (comp == c)
+            if p.any() and (C.T @ p).min() - lam @ p < -1e-9 and not any(np.allclose(p, q) for q in want):
+                want.append(p)
+    assert got.shape == (n, len(want)) and len(want) > 1
+    assert np.allclose(got, np.column_stack(want))
+    # every piece lives on one component
+    assert all(np.unique(comp[got[:, s] > 0]).size == 1 for s in range(got.shape[1]))
