@@ -149,7 +149,12 @@ def test_repair_rows_gives_up_cleanly():
     Z, cost, eps, E, d = _nearly_stochastic(0)
     assert repair_rows(Z, cost, eps, E, d, time_limit=0.0) is None      # no time
     assert repair_rows(Z, cost, eps, E, d, max_lp_rows=1) is None       # too large an LP
-    assert repair_rows(Z, cost, eps, E, d, max_rows=1) is None          # too many rows
+    # a row whose settled neighbours leave it no room must bring them in: more than max_rows
+    Z3 = np.array([[0.9, 0.1], [0.5, 0.6], [0.1, 0.9]])
+    E3, d3 = np.array([[0, 1], [1, 2]]), np.array([1.0, 1.0])
+    assert repair_rows(Z3, np.ones((3, 2)), 1.0, E3, d3, max_rows=1) is None
+    grown = repair_rows(Z3, np.ones((3, 2)), 1.0, E3, d3, max_rows=3)
+    assert grown is not None and verify(grown, 1.0 + 1e-6, E3, d3).violations == 0
     exact = Z / Z.sum(axis=1, keepdims=True)
     np.testing.assert_array_equal(repair_rows(exact, cost, eps, E, d), exact)   # no row off: unchanged
     with pytest.raises(ValueError, match="one shape"):

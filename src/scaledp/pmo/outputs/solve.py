@@ -52,7 +52,7 @@ from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
-from ..upper import mdp_envelope, rebalance_rows, repair_rows
+from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
 from .master import ColumnMaster, new_columns
 from .pricing import DaskPricer, Pricer, cone_rows
 
@@ -222,7 +222,8 @@ class _Decomposition:
         e = self.free.solve(elastic=(lam_c, ELASTIC_WIDTH * self.delta))
         self.t["free"] += e.seconds
         t0 = time.perf_counter()
-        Z = repair_rows(self.free.matrix(e.weights, self.K), self.C, self.eps, self.edges, self.dist)
+        Z = mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist)
+        Z = repair_rows(Z, self.C, self.eps, self.edges, self.dist)
         self.t["cert"] += time.perf_counter() - t0
         self.counts["repaired_tried"] += 1
         if Z is None:
