@@ -144,6 +144,21 @@ def test_repair_rows_is_the_optimum_of_its_local_lp(seed):
     assert rep.mixing < 1e-6
 
 
+def test_repair_rows_finds_bounds_that_clash_along_the_free_rows():
+    """Rows 1 and 2 are off; the fixed rows 0 and 3 leave each a range of its own, but the two
+    ranges cannot meet across the edge 1-2 (the LP would be infeasible). Carrying the bounds
+    along that edge finds it, and the fixed rows join: the whole line is re-solved."""
+    from scaledp.pmo.upper import repair_rows
+    Z = np.array([[1.0, 0.0], [0.6, 0.6], [0.6, 0.6], [0.0, 1.0]])
+    E, d = np.array([[0, 1], [1, 2], [2, 3]]), np.ones(3)
+    cost = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
+    assert repair_rows(Z, cost, 1.0, E, d, grow=0) is None
+    R = repair_rows(Z, cost, 1.0, E, d)
+    assert R is not None
+    np.testing.assert_allclose(R.sum(axis=1), 1.0, atol=1e-9)
+    assert verify(R, 1.0 + 1e-6, E, d).violations == 0
+
+
 def test_repair_rows_gives_up_cleanly():
     from scaledp.pmo.upper import repair_rows
     Z, cost, eps, E, d = _nearly_stochastic(0)

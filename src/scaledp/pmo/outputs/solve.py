@@ -27,8 +27,9 @@ each minimum bounded from below through the pricing LP's duals, so the bound hol
 the solver's accuracy.
 
 **Upper bound**: the best certified cost of three candidates: the *elastic* free master (the
-master without the box, its row sums allowed off 1 at a high price) with its few off rows
-re-solved by :func:`scaledp.pmo.upper.repair_rows`; the exact free master (every solution a
+master without the box, its row sums allowed off 1 at a high price), lifted to exact mDP by
+:func:`scaledp.pmo.upper.mdp_lift`, with its off rows re-solved by
+:func:`scaledp.pmo.upper.repair_rows`; the exact free master (every solution a
 mechanism) when that repair gives up; and, once the stabilised master's slack is small, its
 own matrix divided by its row sums, lowered to its mDP envelope
 (:func:`scaledp.pmo.upper.mdp_envelope`) and mixed row by row with the uniform mechanism
