@@ -32,10 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from .audit import VerifyReport, verify, violated
+from .graph import edge_components
 
 MARGIN = 1e-9
 
@@ -64,13 +63,6 @@ class CertifyReport:
 
 class CertificationError(RuntimeError):
     """Raised when a matrix cannot be certified (never expected; see :func:`certify`)."""
-
-
-def _components(n: int, edges: np.ndarray) -> np.ndarray:
-    if len(edges) == 0:
-        return np.arange(n)
-    g = sp.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
-    return connected_components(g, directed=False)[1]
 
 
 def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndarray, comp: np.ndarray,
@@ -131,7 +123,7 @@ def certify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance
         sums[empty] = 1.0
     Z /= sums
     eps_c = float(epsilon) * (1.0 - MARGIN)
-    comp = _components(Z.shape[0], E)
+    comp = edge_components(Z.shape[0], E)
     lam, vmax = _required_mixing(Z, eps_c, E, d, comp)
     k = Z.shape[1]
     lam = np.minimum(1.0, lam * (1.0 + 1e-6) + np.where(lam > 0, 1e-15, 0.0))

@@ -15,6 +15,15 @@ from scipy.sparse.csgraph import connected_components, dijkstra
 from .space import Space
 
 
+def edge_components(n: int, edges: np.ndarray) -> np.ndarray:
+    """The connected component of each of ``n`` records over the undirected ``edges`` (an
+    (m, 2) array of record indices)."""
+    if len(edges) == 0:
+        return np.arange(n)
+    g = sp.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    return connected_components(g, directed=False)[1]
+
+
 @dataclass(frozen=True, eq=False)
 class MDPGraph:
     """Undirected weighted graph on ``n`` records.

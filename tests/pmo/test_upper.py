@@ -164,6 +164,7 @@ def test_repair_rows_gives_up_cleanly():
     Z, cost, eps, E, d = _nearly_stochastic(0)
     assert repair_rows(Z, cost, eps, E, d, time_limit=0.0) is None      # no time
     assert repair_rows(Z, cost, eps, E, d, max_lp_rows=1) is None       # too large an LP
+    assert repair_rows(Z, cost, eps, E, d, max_rows=1) is None          # too many rows
     # a row whose settled neighbours leave it no room must bring them in: more than max_rows
     Z3 = np.array([[0.9, 0.1], [0.5, 0.6], [0.1, 0.9]])
     E3, d3 = np.array([[0, 1], [1, 2]]), np.array([1.0, 1.0])

@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from ..audit import checked_mdp_inputs
+from ..graph import edge_components
 from ..lp.highs import INF, HighsLP
 
 
@@ -250,9 +250,7 @@ def repair_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.
         stuck_row = np.zeros(n, dtype=bool)
         stuck_row[B[stuck]] = True
         if not (stuck_row[ii] & ~inB[jj]).any() and not (stuck_row[jj] & ~inB[ii]).any():
-            _, piece = connected_components(
-                sp.coo_matrix((np.ones(len(local)), (local[:, 0], local[:, 1])), shape=(B.size, B.size)),
-                directed=False)
+            piece = edge_components(B.size, local)
             stuck_row[B] = np.isin(piece, piece[stuck])
         inB[jj[stuck_row[ii]]] = True
         inB[ii[stuck_row[jj]]] = True
