@@ -182,6 +182,7 @@ def test_mdp_envelope_is_the_largest_mdp_matrix_below_its_input(seed):
     """Against the formula min_j Y[j,k] exp(eps D(i,j)) with D from scipy's shortest paths, on
     a random graph with two components and zero entries."""
     from scipy.sparse import coo_matrix
+    import scipy.sparse as sp
     from scipy.sparse.csgraph import shortest_path
 
     from scaledp.pmo.upper import mdp_envelope
@@ -214,6 +215,7 @@ def test_mdp_lift_is_the_smallest_mdp_matrix_above_its_input(seed):
     """Against the formula max_j Y[j,k] exp(-eps D(i,j)), D from scipy's shortest paths, on a
     random graph with two components, zeros and an epsilon x distance beyond exp's range."""
     from scipy.sparse import coo_matrix
+    import scipy.sparse as sp
     from scipy.sparse.csgraph import shortest_path
 
     from scaledp.pmo.upper import mdp_lift
@@ -259,3 +261,45 @@ def test_mdp_envelope_rejects_bad_input(args, match):
     from scaledp.pmo.upper import mdp_envelope
     with pytest.raises(ValueError, match=match):
         mdp_envelope(*args)
+
+
+def test_closure_keeps_the_source_of_each_entry():
+    """With ``source``, every entry of the closure equals its source's starting value plus the
+    shortest-path distance from that source: the record the value came from."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import shortest_path
+
+    from scaledp.pmo.upper import _lower_along_edges
+    rng = np.random.default_rng(3)
+    n, k = 30, 4
+    E = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.12])
+    w = rng.uniform(0.1, 1.0, len(E))
+    L0 = np.where(rng.random((n, k)) < 0.2, rng.uniform(0.0, 3.0, (n, k)), np.inf)
+    source = np.where(np.isfinite(L0), np.arange(n)[:, None], -1)
+    L = _lower_along_edges(L0.copy(), E, w, n, source)
+    D = shortest_path(sp.coo_matrix((w, (E[:, 0], E[:, 1])), shape=(n, n)).tocsr(), directed=False)
+    expect = np.min(L0[None, :, :] + D[:, :, None], axis=1)          # min_j L0[j] + D(i, j)
+    np.testing.assert_allclose(L, expect, rtol=1e-12)
+    finite = np.isfinite(L)
+    assert (source[finite] >= 0).all() and (source[~finite] == -1).all()
+    r, c = np.nonzero(finite)
+    np.testing.assert_allclose(L0[source[r, c], c] + D[r, source[r, c]], L[r, c], rtol=1e-12)
+
+
+def test_repair_rows_brings_in_only_the_rows_that_bind():
+    """Rows 1-3 (a path between the fixed rows 0 and 4) are off, and their lower bounds from 0
+    and 4 sum past 1. Rows 0 and 4 set those bounds and join; the leaves 5-7 hang off row 2 at a
+    long distance, bind nothing, and keep their values."""
+    from scaledp.pmo.upper import repair_rows
+    Z = np.array([[1.0, 0.0], [0.6, 0.6], [0.6, 0.6], [0.6, 0.6], [0.0, 1.0],
+                  [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]])
+    E = np.array([[0, 1], [1, 2], [2, 3], [3, 4], [2, 5], [2, 6], [2, 7]])
+    d = np.array([0.1, 0.1, 0.1, 0.1, 20.0, 20.0, 20.0])
+    cost = np.tile([0.0, 1.0], (8, 1))
+    assert repair_rows(Z, cost, 1.0, E, d, grow=0) is None      # stuck without growing
+    R = repair_rows(Z, cost, 1.0, E, d)
+    assert R is not None
+    np.testing.assert_allclose(R.sum(axis=1), 1.0, atol=1e-9)
+    assert verify(R, 1.0 + 1e-6, E, d).violations == 0
+    np.testing.assert_array_equal(R[5:], Z[5:])
+    assert not np.array_equal(R[[0, 4]], Z[[0, 4]])             # the binding rows were re-solved
