@@ -182,7 +182,6 @@ def test_mdp_envelope_is_the_largest_mdp_matrix_below_its_input(seed):
     """Against the formula min_j Y[j,k] exp(eps D(i,j)) with D from scipy's shortest paths, on
     a random graph with two components and zero entries."""
     from scipy.sparse import coo_matrix
-    import scipy.sparse as sp
     from scipy.sparse.csgraph import shortest_path
 
     from scaledp.pmo.upper import mdp_envelope
@@ -215,7 +214,6 @@ def test_mdp_lift_is_the_smallest_mdp_matrix_above_its_input(seed):
     """Against the formula max_j Y[j,k] exp(-eps D(i,j)), D from scipy's shortest paths, on a
     random graph with two components, zeros and an epsilon x distance beyond exp's range."""
     from scipy.sparse import coo_matrix
-    import scipy.sparse as sp
     from scipy.sparse.csgraph import shortest_path
 
     from scaledp.pmo.upper import mdp_lift
@@ -266,7 +264,7 @@ def test_mdp_envelope_rejects_bad_input(args, match):
 def test_closure_keeps_the_source_of_each_entry():
     """With ``source``, every entry of the closure equals its source's starting value plus the
     shortest-path distance from that source: the record the value came from."""
-    import scipy.sparse as sp
+    from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import shortest_path
 
     from scaledp.pmo.upper import _lower_along_edges
@@ -277,7 +275,7 @@ def test_closure_keeps_the_source_of_each_entry():
     L0 = np.where(rng.random((n, k)) < 0.2, rng.uniform(0.0, 3.0, (n, k)), np.inf)
     source = np.where(np.isfinite(L0), np.arange(n)[:, None], -1)
     L = _lower_along_edges(L0.copy(), E, w, n, source)
-    D = shortest_path(sp.coo_matrix((w, (E[:, 0], E[:, 1])), shape=(n, n)).tocsr(), directed=False)
+    D = shortest_path(coo_matrix((w, (E[:, 0], E[:, 1])), shape=(n, n)).tocsr(), directed=False)
     expect = np.min(L0[None, :, :] + D[:, :, None], axis=1)          # min_j L0[j] + D(i, j)
     np.testing.assert_allclose(L, expect, rtol=1e-12)
     finite = np.isfinite(L)
