@@ -12,8 +12,9 @@ at N = 1,000), so its simplex iterations are cheaper and fewer: whole solves too
 time than in the primal form on the 500- and 1,000-record benchmark instances, except road-500
 (16% more; docs/history.md has the table). Only the right-hand side changes between rounds, so
 each output's HiGHS model stays alive. The minimiser z is the dual form's row duals (a vertex
-of P), and y gives a rigorous bound through :func:`scaledp.lp.bounds.lagrangian_bound`, whatever
-HiGHS's accuracy.
+of P), and y gives a rigorous bound whatever HiGHS's accuracy: for any y >= 0 and z in P,
+``w'z >= (w + A'y)'z >= sum_j min(0, (w + A'y)_j)`` (the Lagrangian bound of
+:mod:`scaledp.lp.bounds` for rows with right-hand side 0 over the box [0, 1], in closed form).
 
 Each model holds only a **working set** of the cone rows (columns y of the dual form): it starts
 with none, and after each solve the rows that the minimiser z violates by more than the
@@ -35,7 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-from ...lp.bounds import lagrangian_bound
 from ...lp.executors import close_dask, dask_client
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
@@ -74,13 +74,9 @@ class OutputModels:
         self.m, self.n = self.A.shape
         self.C = np.asarray(C, dtype=np.float64)
         self.ks = np.asarray(ks, dtype=np.int64)
-        self.lo = np.full(self.m, -INF)
-        self.up = np.zeros(self.m)
-        self.x_lo, self.x_up = np.zeros(self.n), np.ones(self.n)
         self.models: list[HighsLP] = []
         self.rows: list[np.ndarray] = []          # each model's working set, in column order
         self.active: list[np.ndarray] = []        # the same as a mask over the cone rows
-        self.A_rows: list[sp.csr_matrix] = []     # the same as rows of A
         self.batch = max(1, int(WORKING_SET_BATCH * self.n))
         self.tolerance = tolerance
         self.cols = np.arange(self.n, dtype=np.int32)
@@ -122,7 +118,6 @@ class OutputModels:
             start = self.m <= WORKING_SET_FROM * self.n
             self.rows.append(np.arange(self.m) if start else np.zeros(0, dtype=np.int64))
             self.active.append(np.full(self.m, start))
-            self.A_rows.append(self.A if start else self.A[self.rows[-1]])
             self.models.append(self._build(W[len(self.models)]))
         return W
 
@@ -144,7 +139,6 @@ class OutputModels:
             bad = bad[np.argsort(-v[bad], kind="stable")[:self.batch]]
             m.add_cols(self.AT[:, bad], np.zeros(bad.size), np.zeros(bad.size), np.full(bad.size, INF))
             self.rows[j] = np.r_[self.rows[j], bad]
-            self.A_rows[j] = self.A[self.rows[j]]
             active[bad] = True
 
     def one(self, j: int, w: np.ndarray) -> tuple[float, np.ndarray, int]:
@@ -152,20 +146,19 @@ class OutputModels:
         self.models[j].set_row_bounds(self.cols, -w, self.no_upper)
         sol, iterations = self._solve_working_set(j)
         if sol.status == "optimal" and sol.row_dual is not None:
-            # columns: mu, then the working set in order; the bound needs the working set's rows
-            # alone (y is 0 on the others)
-            A, y = self.A_rows[j], self.models[j].primal()[self.n:]
+            # columns: mu, then the working set in order; y is 0 on the cone rows outside it
+            y = np.zeros(self.m)
+            y[self.rows[j]] = self.models[j].primal()[self.n:]
         else:
             sol, y = self._fallback(w)
-            A = self.A
             iterations += sol.iterations
             if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
                 # no column, and the bound of y = 0 (min of w'z over the box): valid, only weaker
                 self.failures += 1
                 return min(float(np.minimum(w, 0.0).sum()), 0.0), np.zeros(self.n), iterations
-        pi = -np.maximum(y, 0.0)   # y >= 0 on the cone rows: multipliers -y of A z <= 0
-        k = A.shape[0]             # row bounds: -inf and 0 on every cone row
-        v = lagrangian_bound(w, A, self.lo[:k], self.up[:k], self.x_lo, self.x_up, pi)
+        # the Lagrangian bound (scaledp.lp.bounds) of multipliers -y <= 0 on the rows A z <= 0 over
+        # the box [0, 1]: the rows' right-hand sides are 0, so it is sum_j min(0, (w + A'y)_j)
+        v = float(np.minimum(w + self.AT @ np.maximum(y, 0.0), 0.0).sum())
         return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), iterations  # z = 0 is in P: min <= 0
 
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float]:
