@@ -169,6 +169,49 @@ def test_a_column_idle_once_is_kept_with_patience():
     assert m.prune(lam, b, limit=0, patience=2) == 0 and m.n_cols == 3
 
 
+def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
+    """A master over five components (two of at least BLOCK_ROWS rows, three singletons solved
+    together) is three dense LPs whose parts give the whole LP's optimum and optimal duals."""
+    import scaledp.pmo.outputs.master as po
+    from scaledp.lp.highs import INF, solve_lp
+
+    rng = np.random.default_rng(3)
+    monkeypatch.setattr(po, "BLOCK_ROWS", 4)
+    comp = np.r_[np.zeros(5), np.ones(4), np.arange(2, 5)].astype(np.int64)   # 5 + 4 rows, 3 singletons
+    n = comp.size
+    m = po.ColumnMaster(n, 1e-9, comp)
+    for c in range(5):
+        on = comp == c
+        R = rng.uniform(0.1, 1.0, (n, 6)) * on[:, None]
+        R[on, 0] = 1.0                                    # the all-ones column: feasible
+        m.add(R, np.zeros(6, dtype=np.int64), rng.uniform(0.5, 2.0, 6))
+    assert len(m._groups()) == 3                          # 5 rows, 4 rows, the 3 singletons
+    calls = []
+    real = po.solve_dense_lp
+    monkeypatch.setattr(po, "solve_dense_lp", lambda R, *a, **k: calls.append(R.shape) or real(R, *a, **k))
+    for box in (False, True):
+        m.set_box(rng.uniform(0.0, 0.2, n), 0.3)       # slack costs delta -+ centre > 0: bounded
+        sol = m.solve(box=box, tol=1e-10)
+        A, c = m.R, m.cost
+        if box:
+            A = np.hstack([A, np.eye(n), -np.eye(n)])
+            c = np.r_[c, m.delta + m.center, m.delta - m.center]
+        ref = solve_lp(c, A, np.ones(n), np.ones(n), np.zeros(A.shape[1]), np.full(A.shape[1], INF))
+        assert sol.value == pytest.approx(ref.objective, rel=1e-7)
+        if not box:
+            assert np.allclose(m.R @ sol.weights, 1.0, atol=1e-7)      # every row covered exactly
+        # the duals are optimal (they need not be HiGHS's: the LP is degenerate): feasible for
+        # the dual LP, and their value is the optimum
+        y = sol.duals
+        assert np.all(m.cost - m.R.T @ y >= -1e-6)
+        if box:
+            assert np.all(np.abs(y - m.center) <= m.delta + 1e-6)
+        assert y.sum() == pytest.approx(ref.objective, rel=1e-7)
+    assert sorted(calls[:3]) == sorted([(5, 6), (4, 6), (3, 18)])
+    with pytest.raises(ValueError, match="one connected component"):
+        m.add(np.ones((n, 1)), np.zeros(1, dtype=np.int64), np.ones(1))
+
+
 def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
     import scaledp.pmo.outputs.master as po
     from scaledp.lp.dense import DenseLPResult

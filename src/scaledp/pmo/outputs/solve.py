@@ -170,10 +170,10 @@ class _Decomposition:
         # largest range (records with nearly flat costs must still move)
         spread = self.C.max(axis=1) - self.C.min(axis=1)
         self.delta = 0.07 * np.maximum(spread, 0.1 * (float(spread.max()) or 1.0))
-        self.master = ColumnMaster(N, tolerance)     # solved with the box: the (stabilised) duals
-        self.master.set_box(center, self.delta)
-        self.free = ColumnMaster(N, tolerance)       # solved without: mechanisms (the upper bound)
         self.n_comp, self.comp = graph.components
+        self.master = ColumnMaster(N, tolerance, self.comp)   # solved with the box: the (stabilised) duals
+        self.master.set_box(center, self.delta)
+        self.free = ColumnMaster(N, tolerance, self.comp)     # solved without: mechanisms (the upper bound)
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
         self.generated = 0                          # columns priced in so far (not counting the start)
