@@ -208,6 +208,12 @@ def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
             assert np.all(np.abs(y - m.center) <= m.delta + 1e-6)
         assert y.sum() == pytest.approx(ref.objective, rel=1e-7)
     assert sorted(calls[:3]) == sorted([(5, 6), (4, 6), (3, 18)])
+    # a group whose columns were all pruned is covered by its slack, at the box's price
+    keep = m.col_comp != 1
+    m.R, m.cost, m.owner, m.idle, m.col_comp = m.R[:, keep], m.cost[keep], m.owner[keep], m.idle[keep], m.col_comp[keep]
+    sol = m.solve(box=True, tol=1e-10)
+    on = comp == 1
+    assert np.allclose(sol.duals[on], (m.delta + m.center)[on]) and np.allclose(m.R[on] @ sol.weights, 0.0)
     with pytest.raises(ValueError, match="one connected component"):
         m.add(np.ones((n, 1)), np.zeros(1, dtype=np.int64), np.ones(1))
 

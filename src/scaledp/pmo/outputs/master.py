@@ -147,6 +147,11 @@ class ColumnMaster:
             cols = np.flatnonzero(np.isin(self.col_comp, comps)) if len(groups) > 1 else np.arange(n)
             R = self.R if len(groups) == 1 else self.R[np.ix_(rows, cols)]
             costs = None if slack_costs is None else (slack_costs[0][rows], slack_costs[1][rows])
+            if cols.size == 0:   # every column of these components pruned: slack alone covers them
+                if costs is None:
+                    return None
+                y[rows], sp_[rows] = costs[0], 1.0
+                continue
             r = solve_dense_lp(R, self.cost[cols], np.ones(rows.size), costs, tol=tol)
             if r.status not in ("optimal", "inaccurate"):
                 return None
