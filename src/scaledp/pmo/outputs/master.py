@@ -60,6 +60,8 @@ class ColumnMaster:
         # the connected component of each row: every column lies on one component (module
         # docstring of .solve), so the LP splits into one LP per group of components
         self.comp = np.zeros(n, dtype=np.int64) if comp is None else np.asarray(comp, dtype=np.int64)
+        groups = self._groups()   # fixed with the rows: their components and their rows
+        self.split = [(g, np.flatnonzero(np.isin(self.comp, g))) for g in groups] if len(groups) > 1 else []
         self.R = np.zeros((n, 0))
         self.col_comp = np.zeros(0, dtype=np.int64)
         self.owner = np.zeros(0, dtype=np.int64)
@@ -140,12 +142,11 @@ class ColumnMaster:
         column joins two groups. ``iterations`` is the largest part's count."""
         n, m = self.n_cols, self.n
         y, b, sp_, sm_ = np.zeros(m), np.zeros(n), np.zeros(m), np.zeros(m)
-        groups = self._groups()
+        parts = [(rows, np.flatnonzero(np.isin(self.col_comp, comps))) for comps, rows in self.split] \
+            or [(np.arange(m), np.arange(n))]
         iterations = 0
-        for comps in groups:
-            rows = np.flatnonzero(np.isin(self.comp, comps)) if len(groups) > 1 else np.arange(m)
-            cols = np.flatnonzero(np.isin(self.col_comp, comps)) if len(groups) > 1 else np.arange(n)
-            R = self.R if len(groups) == 1 else self.R[np.ix_(rows, cols)]
+        for rows, cols in parts:
+            R = self.R[np.ix_(rows, cols)] if self.split else self.R
             costs = None if slack_costs is None else (slack_costs[0][rows], slack_costs[1][rows])
             if cols.size == 0:   # every column of these components pruned: slack alone covers them
                 if costs is None:
