@@ -72,7 +72,7 @@ SOLVE = [
     c(G + ["--method", "foo"], "--method"),
     c(G + ["--method", "expmech", "--subsets", "5"], "--subsets"),
     c(G + ["--method", "lp", "--partition", "metis"], "--partition"),
-    c(G + ["--method", "outputs", "--executor", "process"], "executor"),
+    c(G + ["--method", "outputs", "--executor", "serial"], "executor"),
     c(G + ["--method", "outputs", "--scheduler", "tcp://127.0.0.1:9"], "did not answer", slow=True),
     c(G + ["--method", "constopt", "--gap", "0.1"], "--gap"),
     c(G + ["--method", "lp", "--plot", "plots"], "--plot"),

@@ -36,7 +36,7 @@ from .mechanism import SolveResult
 from .pmo.benders import INITIAL_CUTS, solve_benders
 from .pmo.model import OBJECTIVES
 from .pmo.monolithic import solve_monolithic
-from .pmo.outputs.solve import solve_outputs
+from .pmo.outputs.solve import OUTPUT_EXECUTORS, solve_outputs
 from .pmo.partition import PARTITIONERS
 from .progress import Progress
 from .space import Space
@@ -141,7 +141,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            fixed={"objective": "worst"}),
     Method("outputs", solve_outputs,
            {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag, "workers": _workers,
-            "executor": _choice("threads", "dask"), "scheduler": _address},
+            "executor": _choice(*OUTPUT_EXECUTORS), "scheduler": _address},
            "decomposition over outputs (scaledp): certified matrix and rigorous bound, fast"),
     Method("benders", solve_benders,
            {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag,

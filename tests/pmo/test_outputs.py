@@ -396,9 +396,62 @@ def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged():
     assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
 
 
+def test_pricing_on_local_processes_is_the_threaded_run():
+    """``executor='process'``: two worker processes, each holding an interleaved half of the
+    outputs; the same certified matrix, bounds and rounds as threads, and the workers are gone
+    after the run."""
+    space = _dask_case()
+    a = solve_outputs(space, gap=1e-4, workers=2)
+    seen = {}
+
+    def progress(ev):
+        if ev.stage == "round" and "procs" not in seen:
+            import multiprocessing as mp
+            seen["procs"] = [p for p in mp.active_children() if p.name.startswith(("Fork", "Spawn", "Process"))]
+
+    b = solve_outputs(space, gap=1e-4, workers=2, executor="process", progress=progress)
+    assert b.stats["executor"] == "process" and b.mechanism.verification.passed
+    assert (a.upper_bound, a.lower_bound, a.iterations) == (b.upper_bound, b.lower_bound, b.iterations)
+    assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
+    assert len(b.stats["pricing_calls"]) >= b.iterations
+    assert len(seen["procs"]) == 2 and not any(p.is_alive() for p in seen["procs"])
+
+
+def test_a_lost_worker_process_is_replaced_and_the_run_is_unchanged():
+    """A pricing process killed after round 2: its group is rebuilt in a new process and
+    replayed through the earlier rounds' duals, so the run ends exactly as the threaded one."""
+    import scaledp.pmo.outputs.pricing as pricing
+
+    space = _dask_case()
+    a = solve_outputs(space, gap=1e-4, workers=2)
+    seen = {}
+    real_init = pricing.ProcessPricer.__init__
+
+    def init(self, *args, **kw):
+        real_init(self, *args, **kw)
+        seen["pricer"] = self
+
+    def progress(ev):
+        if ev.stage == "round" and ev.record.get("iteration") == 2 and "killed" not in seen:
+            proc = seen["pricer"].workers[1].proc
+            proc.kill()
+            proc.join(5)
+            seen["killed"] = proc.exitcode
+
+    pricing.ProcessPricer.__init__ = init
+    try:
+        b = solve_outputs(space, gap=1e-4, workers=2, executor="process", progress=progress)
+    finally:
+        pricing.ProcessPricer.__init__ = real_init
+    assert seen["killed"] is not None and b.stats["pricing_replays"] == 1
+    assert b.mechanism.verification.passed
+    assert (a.upper_bound, a.lower_bound, a.iterations) == (b.upper_bound, b.lower_bound, b.iterations)
+    assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
+
+
 def test_outputs_refuses_an_executor_it_has_not():
     with pytest.raises(ValueError, match="executor"):
-        solve(_dask_case(), "outputs", executor="process")
+        solve(_dask_case(), "outputs", executor="serial")
 
 
 def test_new_columns_split_each_point_by_component_and_keep_those_that_price_out():

@@ -123,10 +123,12 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
               help="relative gap the result must be within to be 'optimal': lp [1e-6]; outputs, benders [0.01]")
 @click.option("--max-iterations", type=int, default=None, help="outputs [500], benders [1000]: round limit")
 @click.option("--workers", type=int, default=None,
-              help="outputs: pricing threads or Dask workers [one per core]; benders: subproblem processes [1]")
+              help="outputs: pricing threads, processes or Dask workers [one per core]; benders: subproblem "
+                   "processes [1]")
 @click.option("--executor", type=click.Choice(["threads", "dask", "serial", "process"]), default=None,
-              help="outputs: where the pricing LPs run, threads or dask (a LocalCluster of --workers processes, or "
-                   "--scheduler's cluster) [threads]; benders: serial, process or dask [serial]")
+              help="outputs: where the pricing LPs run, threads, process (--workers local processes) or dask (a "
+                   "LocalCluster of --workers processes, or --scheduler's cluster) [threads]; benders: serial, "
+                   "process or dask [serial]")
 @click.option("--scheduler", default=None,
               help="outputs, benders: address of an existing Dask scheduler (implies --executor dask)")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,

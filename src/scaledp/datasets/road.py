@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from .. import _validate as V
 from ..randomness import RNGLike, as_generator
 from .base import Dataset
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +42,7 @@ class RoadNetwork:
 
 
 def _read_csv(path: str | Path, columns: tuple[str, ...], what: str) -> pd.DataFrame:
+    import pandas as pd   # imported here: only road networks read CSV files this way
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{what} file not found: {p}")
@@ -61,6 +65,7 @@ def _read_csv(path: str | Path, columns: tuple[str, ...], what: str) -> pd.DataF
 
 def load_road_network(nodes_csv: str | Path, edges_csv: str | Path) -> RoadNetwork:
     """Read a road network; edge lengths become km. Raises ``ValueError`` on malformed files."""
+    import pandas as pd   # imported here, as in _read_csv
     nodes = _read_csv(nodes_csv, ("id", "lon", "lat"), "nodes")
     edges = _read_csv(edges_csv, ("u", "v", "length_m"), "edges")
     try:

@@ -1,4 +1,5 @@
-"""Executors for Benders subproblems: serial, a local process pool, and Dask.
+"""Executors for Benders subproblems: serial, a local process pool, and Dask; and how every
+worker process of the library is started (:func:`worker_context`).
 
 Every executor keeps each block's HiGHS model alive in one place for the whole run (a worker
 process, or a Dask actor), sends it only the coupled master values each iteration, and gets
@@ -46,7 +47,7 @@ class BlockGroup:
 
 
 @contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
+def children_ignore_sigint() -> Iterator[None]:
     """Start processes with SIGINT ignored (an ignored signal stays ignored across their exec):
     Ctrl-C reaches the whole process group, and the parent alone must handle it and close the
     workers, also while they are still importing. The parent ignores it only for the few
@@ -61,8 +62,32 @@ def _children_ignore_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
+def worker_context() -> Any:
+    """The multiprocessing context for worker processes: forkserver where the platform has it,
+    spawn elsewhere. The fork server imports scaledp once and forks every worker from that clean
+    state, so a worker starts in milliseconds (spawn re-imports numpy, scipy and HiGHS in each,
+    about 0.5 s), and, unlike a plain fork of the caller, never inherits a thread (HiGHS's
+    scheduler, BLAS, a thread pool) stopped in the middle of holding a lock."""
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["scaledp"])   # takes effect when the server starts
+        return ctx
+    return mp.get_context("spawn")
+
+
+def start_worker_server() -> None:
+    """Start the fork server now, if :func:`worker_context` uses one, so that its imports run
+    while the caller builds its models; its first worker then starts at once. Idempotent."""
+    ctx = worker_context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with children_ignore_sigint():
+            forkserver.ensure_running()
+
+
 def _worker(conn: Any, items: list[tuple[int, BlockSpec]], tolerance: float) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C (see _children_ignore_sigint)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C (see children_ignore_sigint)
     group = BlockGroup(items, tolerance)
     conn.send("ready")
     while True:
@@ -82,10 +107,10 @@ class ProcessRunner:
     def __init__(self, blocks: Sequence[BlockSpec], workers: int = 2, tolerance: float = 1e-9) -> None:
         self.blocks = list(blocks)
         self.groups = _balance(self.blocks, max(1, workers))
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         self.procs = []
         self.conns = []
-        with _children_ignore_sigint():
+        with children_ignore_sigint():
             for g in self.groups:
                 parent, child = ctx.Pipe()
                 p = ctx.Process(target=_worker, args=(child, [(i, self.blocks[i]) for i in g], tolerance), daemon=True)

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, laplacian
-from sklearn.cluster import KMeans
 
 from .. import _validate as V
 from ..graph import MDPGraph
@@ -88,6 +87,7 @@ def _relabel(labels: np.ndarray, method: str) -> Partition:
 
 
 def _kmeans(X: np.ndarray, m: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans   # imported here: it costs 0.8 s, and most runs never cluster
     return KMeans(n_clusters=m, n_init=4, random_state=seed).fit_predict(X)
 
 

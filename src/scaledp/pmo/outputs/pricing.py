@@ -30,13 +30,15 @@ neighbours each), 390 of 6,512 on road-500 and 1,900 of 6,002 on text-500; prici
 
 from __future__ import annotations
 
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ...lp.executors import close_dask, dask_client
+from ...lp.executors import children_ignore_sigint, close_dask, dask_client, worker_context
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
 
@@ -63,7 +65,7 @@ row, 3.68 s with a growing set; road-500, 13 per record: 5.57 s against 3.52 s).
 
 class OutputModels:
     """The live pricing models of the outputs ``ks`` (every output on threads; a share of them
-    in a Dask actor). ``C`` holds those outputs' cost columns. A model is built the first time
+    in a worker process or a Dask actor). ``C`` holds those outputs' cost columns. A model is built the first time
     its output is priced; afterwards its right-hand side changes and its working set of cone
     rows grows (module docstring), both driven by the duals alone, so an output's answers
     depend only on the sequence of duals it was priced at, not on where it lives."""
@@ -162,7 +164,7 @@ class OutputModels:
         return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), iterations  # z = 0 is in P: min <= 0
 
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float]:
-        """Every output of the group in turn (a Dask actor's call): ``(ks, bounds, Z, iterations,
+        """Every output of the group in turn (a worker's call): ``(ks, bounds, Z, iterations,
         fallbacks, failures, seconds)``, fallbacks and failures cumulative, seconds this call's
         compute time."""
         t0 = time.perf_counter()
@@ -206,45 +208,46 @@ class Pricer:
         return bounds, Z, int(sum(o[2] for o in out))
 
 
-class DaskPricer:
-    """The pricing LPs on a Dask cluster: the outputs split into one group per worker, each
-    group's live models held by a Dask actor (:class:`OutputModels`). The cone rows, which every
-    group needs, are scattered once (broadcast); each group receives its own cost columns once;
-    a round sends every actor only the duals and gathers the answers in output order, so the run
-    is the threaded run, to the bit.
+class _GroupedPricer:
+    """The outputs split into ``n_groups`` contiguous groups, each group's live models
+    (:class:`OutputModels`) held by one worker: a process (:class:`ProcessPricer`) or a Dask
+    actor (:class:`DaskPricer`). A round sends every worker only the duals and gathers the
+    answers in output order, so the run is the threaded run, to the bit.
 
-    A worker lost mid-run loses its actor's models, and their state depends on every dual they
-    were priced at; the group is then rebuilt on a live worker and replayed through the duals of
+    A worker lost mid-run loses its models, and their state depends on every dual they were
+    priced at; the group is then rebuilt on a live worker and replayed through the duals of
     every earlier round (kept here), which restores the same models, before the round is priced
-    again. ``replays`` counts those rebuilds."""
+    again. ``replays`` counts those rebuilds; ``rounds`` records each call's wall time and its
+    groups' compute times (the difference is transfer and waiting)."""
 
-    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int = 2,
-                 address: str | None = None, connect_timeout: float = 10.0) -> None:
-        self.client, self.cluster = dask_client(workers, address, "pricing on Dask", connect_timeout)
-        n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or workers)
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, n_groups: int) -> None:
         K = C.shape[1]
-        self.groups = [g for g in np.array_split(np.arange(K), min(n_workers, K)) if len(g)]
+        n = max(1, min(n_groups, K))
+        self.groups = [np.arange(i, K, n) for i in range(n)]   # interleaved: neighbouring outputs cost alike
         self.A_data = A
-        self.A = self.client.scatter(A, broadcast=True)
         self.C = C
         self.tolerance = tolerance
         self.lams: list[np.ndarray] = []
         self.replays = 0
-        self.rounds: list[dict[str, float]] = []   # per call: wall seconds, slowest group's compute, sum
-        self.actors = [self._actor(g) for g in self.groups]
+        self.rounds: list[dict[str, float]] = []
         self._counts = [(0, 0)] * len(self.groups)
+        self.workers: list[Any] = []
 
-    def _actor(self, g: np.ndarray):
-        return self.client.submit(OutputModels, self.A, self.C[:, g], g, self.tolerance, actor=True,
-                                  pure=False).result()
+    def _start(self, i: int) -> Any:
+        """A worker holding group ``i``'s models (none built yet)."""
+        raise NotImplementedError
+
+    def _call(self, i: int, lam: np.ndarray) -> Any:
+        """Group ``i``'s call for ``lam``: an object whose ``result()`` is
+        :meth:`OutputModels.price`'s answer, or None when its worker is already known lost."""
+        raise NotImplementedError
 
     def _rebuild(self, i: int) -> None:
         """Group ``i`` on a live worker, replayed through every earlier round's duals."""
         self.replays += 1
-        self.A = self.client.scatter(self.A_data, broadcast=True)   # its holders may be gone too
-        self.actors[i] = self._actor(self.groups[i])
+        self.workers[i] = self._start(i)
         for lam in self.lams:
-            self.actors[i].price(lam).result()
+            self._call(i, lam).result()
 
     @property
     def fallbacks(self) -> int:
@@ -254,31 +257,24 @@ class DaskPricer:
     def failures(self) -> int:
         return sum(c[1] for c in self._counts)
 
-    def _submit(self, i: int, lam: np.ndarray):
-        """Group ``i``'s call for ``lam``, or None when its actor is already known to be lost."""
-        try:
-            return self.actors[i].price(lam)
-        except Exception:   # distributed raises on the attribute of an actor whose worker is gone
-            return None
-
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """As :meth:`Pricer.price`."""
         lam = np.asarray(lam, dtype=np.float64)
         t0 = time.perf_counter()
-        futures = [self._submit(i, lam) for i in range(len(self.actors))]
+        calls = [self._call(i, lam) for i in range(len(self.workers))]
         parts = []
-        for i, f in enumerate(futures):
+        for i, f in enumerate(calls):
             for attempt in range(3):
                 try:
                     if f is None:
                         raise RuntimeError(f"the worker holding pricing group {i} was lost")
                     parts.append(f.result())
                     break
-                except Exception:   # the worker (and the actor's models) is gone: rebuild, replay, retry
+                except Exception:   # the worker (and its models) is gone: rebuild, replay, retry
                     if attempt == 2:
                         raise
                     self._rebuild(i)
-                    f = self._submit(i, lam)
+                    f = self._call(i, lam)
         self.lams.append(lam.copy())
         self._counts = [(p[4], p[5]) for p in parts]
         self.rounds.append({"wall": time.perf_counter() - t0, "compute_max": max(p[6] for p in parts),
@@ -288,6 +284,115 @@ class DaskPricer:
         Z = np.hstack([p[2] for p in parts])[:, order]
         return bounds, Z, int(sum(p[3] for p in parts))
 
+
+def _serve_group(conn: Any, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
+    """A worker process of :class:`ProcessPricer`: answers each duals vector received with
+    :meth:`OutputModels.price` (or the exception it raised) until it receives None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C and closes the workers
+    group = OutputModels(A, C, ks, tolerance)
+    while True:
+        lam = conn.recv()
+        if lam is None:
+            break
+        try:
+            conn.send(group.price(lam))
+        except Exception as exc:   # report it; the parent decides
+            conn.send(exc)
+    conn.close()
+
+
+class _ProcessGroup:
+    """The parent's end of one :func:`_serve_group` process."""
+
+    def __init__(self, ctx: Any, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve_group, args=(child, A, C, ks, tolerance), daemon=True)
+        self.proc.start()
+        child.close()   # the parent keeps no copy of the child's end: a dead child reads as EOF
+
+    def price(self, lam: np.ndarray) -> "_ProcessGroup | None":
+        try:
+            self.conn.send(lam)
+        except (OSError, ValueError):   # the process is gone
+            return None
+        return self
+
+    def result(self) -> tuple:
+        answer = self.conn.recv()      # EOFError if the process died
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
     def close(self) -> None:
-        self.actors = []
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.conn.close()
+
+
+class ProcessPricer(_GroupedPricer):
+    """The pricing LPs on ``workers`` local processes, one group of outputs each. A process has
+    its own interpreter, so the Python around each LP (about 40% of a road-500 pass) runs in
+    parallel as well, which threads sharing one interpreter lock cannot do. Workers are forked
+    from scaledp's fork server (:func:`~scaledp.lp.executors.worker_context`) and receive the
+    cone rows and their cost columns once."""
+
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int) -> None:
+        super().__init__(A, C, tolerance, workers)
+        self.ctx = worker_context()
+        self.workers = [self._start(i) for i in range(len(self.groups))]
+
+    def _start(self, i: int) -> _ProcessGroup:
+        g = self.groups[i]
+        with children_ignore_sigint():
+            return _ProcessGroup(self.ctx, self.A_data, self.C[:, g], g, self.tolerance)
+
+    def _rebuild(self, i: int) -> None:
+        self.workers[i].close()
+        super()._rebuild(i)
+
+    def _call(self, i: int, lam: np.ndarray) -> _ProcessGroup | None:
+        return self.workers[i].price(lam)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+        self.workers = []
+
+
+class DaskPricer(_GroupedPricer):
+    """The pricing LPs on a Dask cluster: one group of outputs per worker, each group's live
+    models held by a Dask actor. The cone rows, which every group needs, are scattered once
+    (broadcast); each group receives its own cost columns once."""
+
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int = 2,
+                 address: str | None = None, connect_timeout: float = 10.0) -> None:
+        client, cluster = dask_client(workers, address, "pricing on Dask", connect_timeout)
+        n_workers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
+        super().__init__(A, C, tolerance, n_workers)
+        self.client, self.cluster = client, cluster
+        self.A = self.client.scatter(A, broadcast=True)
+        self.workers = [self._start(i) for i in range(len(self.groups))]
+
+    def _start(self, i: int) -> Any:
+        g = self.groups[i]
+        return self.client.submit(OutputModels, self.A, self.C[:, g], g, self.tolerance, actor=True,
+                                  pure=False).result()
+
+    def _rebuild(self, i: int) -> None:
+        self.A = self.client.scatter(self.A_data, broadcast=True)   # its holders may be gone too
+        super()._rebuild(i)
+
+    def _call(self, i: int, lam: np.ndarray) -> Any:
+        try:
+            return self.workers[i].price(lam)
+        except Exception:   # distributed raises on the attribute of an actor whose worker is gone
+            return None
+
+    def close(self) -> None:
+        self.workers = []
         close_dask(self.client, self.cluster)

@@ -48,6 +48,7 @@ import numpy as np
 
 from ...certify import CertifyReport, certify
 from ...graph import MDPGraph
+from ...lp.executors import start_worker_server
 from ...lp.outcome import relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
@@ -55,7 +56,10 @@ from ...space import Space
 from ..model import MAX_LOG_RATIO
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
 from .master import ColumnMaster, new_columns
-from .pricing import DaskPricer, Pricer, cone_rows
+from .pricing import DaskPricer, Pricer, ProcessPricer, cone_rows
+
+OUTPUT_EXECUTORS = ("threads", "process", "dask")
+"""Where the pricing LPs run: threads of this process, local worker processes, a Dask cluster."""
 
 ELASTIC_WIDTH = 1000.0
 """The elastic free master's slack costs ``lambda +- width``, with width this times the
@@ -178,8 +182,10 @@ class _Decomposition:
         self.add(tents)
         self.generated = 0                          # columns priced in so far (not counting the start)
         self.free.protected = self.free.n_cols     # kept: through the all-ones columns the free master is feasible
-        self.pricer: Pricer | DaskPricer = (
+        self.executor = executor
+        self.pricer: Pricer | ProcessPricer | DaskPricer = (
             Pricer(A, self.C, tolerance, workers) if executor == "threads"
+            else ProcessPricer(A, self.C, tolerance, workers) if executor == "process"
             else DaskPricer(A, self.C, tolerance, workers, scheduler))
         self.lb = float(center.sum())
         self.ub = math.inf
@@ -309,7 +315,7 @@ def _result(d: _Decomposition, space: Space, status: str, it: int, history: list
              "master_fallbacks": d.master.fallbacks + d.free.fallbacks, "pricing_fallbacks": d.pricer.fallbacks,
              "pricing_failures": d.pricer.failures, "pricing_replays": getattr(d.pricer, "replays", 0),
              "pricing_calls": list(getattr(d.pricer, "rounds", [])),
-             "executor": "dask" if isinstance(d.pricer, DaskPricer) else "threads", **d.counts}
+             "executor": d.executor, **d.counts}
     timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
                "certify": d.t["cert"], "total": time.perf_counter() - t_start}
     true_gap = relative_gap(upper_bound, lower)
@@ -328,16 +334,21 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     ``max_iterations`` rounds, or at ``time_limit`` seconds (checked between rounds). The
     result is always the best certified matrix found, with its true gap. ``workers`` threads
     run the pricing LPs (default: one per core); the result does not depend on it.
-    ``executor='dask'`` runs them on a Dask cluster instead: the one at ``scheduler`` (an
-    address; giving it implies 'dask'), or a LocalCluster of ``workers`` processes
-    (:class:`~scaledp.pmo.outputs.pricing.DaskPricer`); the result is the threaded run's, and a
-    lost worker's outputs are rebuilt elsewhere. Options are checked by :func:`scaledp.solve`.
+    ``executor='process'`` runs them on ``workers`` local processes instead
+    (:class:`~scaledp.pmo.outputs.pricing.ProcessPricer`), ``executor='dask'`` on a Dask
+    cluster: the one at ``scheduler`` (an address; giving it implies 'dask'), or a LocalCluster
+    of ``workers`` processes (:class:`~scaledp.pmo.outputs.pricing.DaskPricer`). Either way the
+    result is the threaded run's, and a lost worker's outputs are rebuilt and replayed. Options
+    are checked by :func:`scaledp.solve`.
     """
     executor = executor or ("dask" if scheduler else "threads")
-    if executor not in ("threads", "dask"):
-        raise ValueError(f"executor must be 'threads' or 'dask' for the outputs decomposition, got {executor!r}")
+    if executor not in OUTPUT_EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(OUTPUT_EXECUTORS)} for the outputs decomposition, "
+                         f"got {executor!r}")
     workers = default_workers() if workers is None else workers
     t_start = time.perf_counter()
+    if executor == "process":
+        start_worker_server()   # its imports overlap the build below
     d = _Decomposition(space, reduce=reduce, tolerance=tolerance, workers=workers, executor=executor,
                        scheduler=scheduler)
     t_build = time.perf_counter() - t_start
