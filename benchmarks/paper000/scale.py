@@ -29,39 +29,79 @@ def _round_line(event) -> None:
         print(f"  {event.message}", flush=True)
 
 
-def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, conn) -> None:
+class _TreeMemory:
+    """The largest resident set of this process and all its descendants together (the pricing
+    workers of ``--executor process`` or ``dask`` live in other processes), sampled every
+    half second on a thread; shared pages count once per process, so it errs high."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import psutil   # installed with the distributed extra, which the other executors need
+
+        self.me = psutil.Process()
+        self.peak = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.5):
+            total = 0
+            for p in [self.me, *self.me.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except Exception:   # a process that ended between the listing and the read
+                    pass
+            self.peak = max(self.peak, total)
+
+    def close(self) -> float:
+        self.stop.set()
+        self.thread.join()
+        return self.peak / 2**20
+
+
+def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, executor: str, conn) -> None:
     import resource
 
     from scaledp import SolverLimitError, solve
     from scaledp.experiments.instances import scaling
 
     try:
+        tree = _TreeMemory() if executor != "threads" else None
         t0 = time.perf_counter()
         space = scaling(kind, n, mode)
         build = time.perf_counter() - t0
         i, _ = space.neighbor_pairs
-        opts = {"gap": gap, "progress": _round_line} if method == "outputs" else {"solver": "simplex"}
+        opts = ({"gap": gap, "progress": _round_line, "executor": executor} if method == "outputs"
+                else {"solver": "simplex"})
         try:
             res = solve(space, method, time_limit=cap, **opts)
+            calls = res.stats.get("pricing_calls") or []
             out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
                    "gap": res.gap, "loss": res.upper_bound, "lower": res.lower_bound,
-                   "audit": bool(res.mechanism.verification.passed),
-                   **{f"{k}_seconds": float(v) for k, v in res.timings.items() if k != "total"}}
+                   "audit": bool(res.mechanism.verification.passed), "executor": res.stats.get("executor", "-"),
+                   **{f"{k}_seconds": float(v) for k, v in res.timings.items() if k != "total"},
+                   **({"pricing_wall_seconds": sum(c["wall"] for c in calls),
+                       "pricing_slowest_group_seconds": sum(c["compute_max"] for c in calls),
+                       "pricing_compute_seconds": sum(c["compute_sum"] for c in calls),
+                       "pricing_calls": len(calls)} if calls else {})}
         except SolverLimitError as exc:
             out = {"status": f"limit, nothing feasible ({exc})", "seconds": cap}
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         out.update(build_seconds=build, pairs_per_record=2 * len(i) / space.n_records, epsilon=space.epsilon,
-                   peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                   peak_mb=max(peak, tree.close()) if tree is not None else peak)
         conn.send(out)
     except Exception as exc:                           # reported in the table, not raised
         conn.send({"status": f"error: {type(exc).__name__}: {exc}"})
 
 
-def run_one(kind, n, mode, method, cap, gap) -> dict:
+def run_one(kind, n, mode, method, cap, gap, executor="threads") -> dict:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(kind, n, mode, method, cap, gap, send))
+    proc = ctx.Process(target=_child, args=(kind, n, mode, method, cap, gap, executor, send))
     proc.start()
     res = recv.recv() if recv.poll(cap + 600) else {"status": f"killed after {cap + 600:g} s"}
     if proc.is_alive():
@@ -118,7 +158,9 @@ def table(raw: list[dict], a) -> None:
         rows.append([r["kind"], r["mode"], r["n"], r["method"], f"{r.get('pairs_per_record', float('nan')):.1f}",
                      r["status"], *parts])
     notes = [f"cap {a.cap:g} s per outputs solve, {a.mono_cap:g} s per monolithic one (dual simplex, N <= "
-             f"{a.mono_max}); stop at a {a.gap:g} certified gap; peak MB is the solving process's maximum RSS"]
+             f"{a.mono_max}); stop at a {a.gap:g} certified gap; peak MB is the solving process's maximum RSS",
+             f"pricing on {a.executor}" + ("" if a.executor == "threads" else
+                                           " (peak MB: the solving process and its workers together)")]
     for kind in a.kinds:
         for mode in a.modes:
             sel = [r for r in raw if r["kind"] == kind and r["mode"] == mode and r["method"] == "outputs"]
@@ -142,6 +184,8 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--mono-max", type=int, default=1000)
     ap.add_argument("--mono-cap", type=float, default=600.0)
+    ap.add_argument("--executor", default="threads", choices=["threads", "process", "dask"],
+                    help="where the outputs decomposition prices (a LocalCluster of 2 workers for dask)")
     a = output_args(ap).parse_args()
     raw: list[dict] = []
     for kind in a.kinds:
@@ -149,7 +193,8 @@ def main() -> None:
             for n in a.sizes:
                 for method in (["outputs"] + (["lp"] if n <= a.mono_max else [])):
                     print(f"{kind} {mode} N={n} {method} ...", flush=True)
-                    r = run_one(kind, n, mode, method, a.cap if method == "outputs" else a.mono_cap, a.gap)
+                    r = run_one(kind, n, mode, method, a.cap if method == "outputs" else a.mono_cap, a.gap,
+                                a.executor)
                     raw.append(r)
                     print({k: r.get(k) for k in ("status", "rounds", "seconds", "gap", "peak_mb")}, flush=True)
                     table(raw, a)
