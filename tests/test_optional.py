@@ -38,3 +38,14 @@ def test_plots_name_the_plot_extra_on_the_command_line(without, tmp_path):
                                     "--method", "outputs", "--plot", str(tmp_path)])
     assert res.exit_code == 1 and "scaledp[plot]" in res.output
     assert "Traceback" not in res.output
+
+
+def test_importing_scaledp_leaves_the_heavy_libraries_to_the_code_that_needs_them():
+    """``import scaledp`` (every CLI call, every worker process) does not import scikit-learn
+    (k-means partitions only) or pandas (CSV readers, views): together they cost about 0.9 s."""
+    import subprocess
+    import sys
+
+    code = "import sys, scaledp; print(sorted({'sklearn', 'pandas', 'matplotlib'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
