@@ -168,7 +168,7 @@ def table(raw: list[dict], a) -> None:
             if es is not None:
                 notes.append(f"{kind}, {mode}: seconds grow as N^{es:.2f}, rounds as N^{er:.2f} "
                              f"(sizes that reached the {a.gap:g} gap)")
-    write_table("scale", "Decomposition over outputs from 500 to 5,000 records (K = 100)",
+    write_table("scale", "Decomposition over outputs by number of records (K = 100)",
                 ["kind", "mode", "N", "method", "neighbours", "status", "rounds", "seconds", "master s",
                  "free master s", "pricing s", "certify s", "gap", "peak MB", "audit"], rows,
                 notes=notes, raw=raw, args=a)
