@@ -65,10 +65,11 @@ row, 3.68 s with a growing set; road-500, 13 per record: 5.57 s against 3.52 s).
 
 class OutputModels:
     """The live pricing models of the outputs ``ks`` (every output on threads; a share of them
-    in a worker process or a Dask actor). ``C`` holds those outputs' cost columns. A model is built the first time
-    its output is priced; afterwards its right-hand side changes and its working set of cone
-    rows grows (module docstring), both driven by the duals alone, so an output's answers
-    depend only on the sequence of duals it was priced at, not on where it lives."""
+    in a worker process or a Dask actor). ``C`` holds those outputs' cost columns. A model is
+    built the first time its output is priced; afterwards its right-hand side changes and its
+    working set of cone rows grows (module docstring), both driven by the duals alone, so an
+    output's answers depend only on the sequence of duals it was priced at, not on where it
+    lives."""
 
     def __init__(self, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
         self.A = sp.csr_matrix(A)
@@ -209,7 +210,7 @@ class Pricer:
 
 
 class _GroupedPricer:
-    """The outputs split into ``n_groups`` contiguous groups, each group's live models
+    """The outputs split into ``n_groups`` interleaved groups, each group's live models
     (:class:`OutputModels`) held by one worker: a process (:class:`ProcessPricer`) or a Dask
     actor (:class:`DaskPricer`). A round sends every worker only the duals and gathers the
     answers in output order, so the run is the threaded run, to the bit.
