@@ -9,12 +9,21 @@ import subprocess
 import sys
 import time
 
+import pytest
 
-def test_ctrl_c_during_benders_with_two_workers(tmp_path):
+RUNS = {
+    "benders": ["--dataset", "grid:10x15", "--outputs", "10", "--method", "benders", "--subsets", "5",
+                "--gap", "1e-12"],
+    "outputs-process": ["--dataset", "grid:20x25", "--outputs", "50", "--method", "outputs", "--executor",
+                        "process", "--gap", "1e-9"],
+}
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_ctrl_c_during_a_run_with_two_worker_processes(tmp_path, run):
     out = tmp_path / "m.npz"
-    args = [sys.executable, "-m", "scaledp.cli", "solve", "--dataset", "grid:10x15", "--outputs", "10",
-            "--epsilon", "1", "--eta", "1.5", "--cost", "travel", "--method", "benders", "--subsets", "5",
-            "--gap", "1e-12", "--workers", "2", "--out", str(out)]
+    args = [sys.executable, "-m", "scaledp.cli", "solve", *RUNS[run], "--epsilon", "1", "--eta", "1.5",
+            "--cost", "travel", "--workers", "2", "--out", str(out)]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     first = p.stderr.readline()               # the first progress line (after 5 s): the workers run
     assert b"round" in first, first
