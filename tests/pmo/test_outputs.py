@@ -359,18 +359,14 @@ def test_pricing_on_a_cluster_given_by_its_address_is_the_threaded_run():
     assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
 
 
-def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged():
-    """A worker killed after round 2: its pricing group is rebuilt on a live worker and replayed
-    through the earlier rounds' duals, so the run ends exactly as the threaded one."""
-    import os
-
-    pytest.importorskip("dask.distributed")
+def _run_killing_a_worker(monkeypatch, executor: str, kill):
+    """Solve :func:`_dask_case` on ``executor``, calling ``kill(pricer)`` once, after round 2;
+    returns the result and what ``kill`` returned."""
     import scaledp.pmo.outputs.pricing as pricing
 
-    space = _dask_case()
-    a = solve_outputs(space, gap=1e-4, workers=2)
+    cls = pricing.ProcessPricer if executor == "process" else pricing.DaskPricer
     seen = {}
-    real_init = pricing.DaskPricer.__init__
+    real_init = cls.__init__
 
     def init(self, *args, **kw):
         real_init(self, *args, **kw)
@@ -378,19 +374,31 @@ def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged():
 
     def progress(ev):
         if ev.stage == "round" and ev.record.get("iteration") == 2 and "killed" not in seen:
-            client = seen["pricer"].client
-            seen["killed"] = sorted(client.scheduler_info()["workers"])[0]
-            try:
-                client.run(os._exit, 1, workers=[seen["killed"]])
-            except Exception:   # the worker dies before it can answer
-                pass
+            seen["killed"] = kill(seen["pricer"])
 
-    pricing.DaskPricer.__init__ = init
-    try:
-        b = solve_outputs(space, gap=1e-4, workers=2, executor="dask", progress=progress)
-    finally:
-        pricing.DaskPricer.__init__ = real_init
-    assert "killed" in seen and b.stats["pricing_replays"] >= 1
+    monkeypatch.setattr(cls, "__init__", init)
+    b = solve_outputs(_dask_case(), gap=1e-4, workers=2, executor=executor, progress=progress)
+    return b, seen.get("killed")
+
+
+def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged(monkeypatch):
+    """A worker killed after round 2: its pricing group is rebuilt on a live worker and replayed
+    through the earlier rounds' duals, so the run ends exactly as the threaded one."""
+    import os
+
+    pytest.importorskip("dask.distributed")
+
+    def kill(pricer):
+        worker = sorted(pricer.client.scheduler_info()["workers"])[0]
+        try:
+            pricer.client.run(os._exit, 1, workers=[worker])
+        except Exception:   # the worker dies before it can answer
+            pass
+        return worker
+
+    a = solve_outputs(_dask_case(), gap=1e-4, workers=2)
+    b, killed = _run_killing_a_worker(monkeypatch, "dask", kill)
+    assert killed is not None and b.stats["pricing_replays"] >= 1
     assert b.mechanism.verification.passed
     assert (a.upper_bound, a.lower_bound) == (b.upper_bound, b.lower_bound)
     assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)
@@ -417,33 +425,19 @@ def test_pricing_on_local_processes_is_the_threaded_run():
     assert len(seen["procs"]) == 2 and not any(p.is_alive() for p in seen["procs"])
 
 
-def test_a_lost_worker_process_is_replaced_and_the_run_is_unchanged():
+def test_a_lost_worker_process_is_replaced_and_the_run_is_unchanged(monkeypatch):
     """A pricing process killed after round 2: its group is rebuilt in a new process and
     replayed through the earlier rounds' duals, so the run ends exactly as the threaded one."""
-    import scaledp.pmo.outputs.pricing as pricing
 
-    space = _dask_case()
-    a = solve_outputs(space, gap=1e-4, workers=2)
-    seen = {}
-    real_init = pricing.ProcessPricer.__init__
+    def kill(pricer):
+        proc = pricer.workers[1].proc
+        proc.kill()
+        proc.join(5)
+        return proc.exitcode
 
-    def init(self, *args, **kw):
-        real_init(self, *args, **kw)
-        seen["pricer"] = self
-
-    def progress(ev):
-        if ev.stage == "round" and ev.record.get("iteration") == 2 and "killed" not in seen:
-            proc = seen["pricer"].workers[1].proc
-            proc.kill()
-            proc.join(5)
-            seen["killed"] = proc.exitcode
-
-    pricing.ProcessPricer.__init__ = init
-    try:
-        b = solve_outputs(space, gap=1e-4, workers=2, executor="process", progress=progress)
-    finally:
-        pricing.ProcessPricer.__init__ = real_init
-    assert seen["killed"] is not None and b.stats["pricing_replays"] == 1
+    a = solve_outputs(_dask_case(), gap=1e-4, workers=2)
+    b, killed = _run_killing_a_worker(monkeypatch, "process", kill)
+    assert killed is not None and b.stats["pricing_replays"] == 1
     assert b.mechanism.verification.passed
     assert (a.upper_bound, a.lower_bound, a.iterations) == (b.upper_bound, b.lower_bound, b.iterations)
     assert np.array_equal(a.mechanism.matrix, b.mechanism.matrix)

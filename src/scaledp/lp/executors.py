@@ -47,7 +47,7 @@ class BlockGroup:
 
 
 @contextmanager
-def children_ignore_sigint() -> Iterator[None]:
+def _children_ignore_sigint() -> Iterator[None]:
     """Start processes with SIGINT ignored (an ignored signal stays ignored across their exec):
     Ctrl-C reaches the whole process group, and the parent alone must handle it and close the
     workers, also while they are still importing. The parent ignores it only for the few
@@ -82,23 +82,77 @@ def start_worker_server() -> None:
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        with children_ignore_sigint():
+        with _children_ignore_sigint():
             forkserver.ensure_running()
 
 
-def _worker(conn: Any, items: list[tuple[int, BlockSpec]], tolerance: float) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C (see children_ignore_sigint)
-    group = BlockGroup(items, tolerance)
+def _serve(conn: Any, factory: Any, args: tuple, method: str) -> None:
+    """The body of a :class:`WorkerProcess`: build ``factory(*args)``, say "ready", then answer
+    each argument tuple received with that object's ``method`` (or the exception it raised)
+    until None arrives."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C (see _children_ignore_sigint)
+    obj = factory(*args)
     conn.send("ready")
+    call = getattr(obj, method)
     while True:
         msg = conn.recv()
         if msg is None:
             break
         try:
-            conn.send(group.solve(*msg))
-        except Exception as exc:  # report, do not hang the master
+            conn.send(call(*msg))
+        except Exception as exc:  # report, do not hang the parent
             conn.send(exc)
     conn.close()
+
+
+class WorkerProcess:
+    """An object that lives in a worker process (forked as :func:`worker_context` says) and
+    answers calls of one method over a pipe; its state stays there between calls. ``submit``
+    sends a call and ``result`` waits for its answer, so the parent can keep several workers
+    busy at once."""
+
+    def __init__(self, factory: Any, args: tuple, method: str, ctx: Any = None) -> None:
+        ctx = ctx or worker_context()
+        self.conn, child = ctx.Pipe()
+        with _children_ignore_sigint():
+            self.proc = ctx.Process(target=_serve, args=(child, factory, args, method), daemon=True)
+            self.proc.start()
+        child.close()   # the parent keeps no copy of the child's end: a dead child reads as EOF
+
+    def ready(self) -> None:
+        """Wait until the object is built; RuntimeError if the process failed first."""
+        try:
+            ok = self.conn.recv() == "ready"
+        except EOFError:
+            ok = False
+        if not ok:
+            raise RuntimeError("a worker process failed to start")
+
+    def submit(self, *args: Any) -> "WorkerProcess | None":
+        """Send one call; self (whose :meth:`result` is its answer), or None if the process is gone."""
+        try:
+            self.conn.send(args)
+        except (OSError, ValueError):
+            return None
+        return self
+
+    def result(self) -> Any:
+        """The answer to the oldest call sent; raises what the call raised, or EOFError if the
+        process died."""
+        answer = self.conn.recv()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.conn.close()
 
 
 class ProcessRunner:
@@ -108,41 +162,23 @@ class ProcessRunner:
         self.blocks = list(blocks)
         self.groups = _balance(self.blocks, max(1, workers))
         ctx = worker_context()
-        self.procs = []
-        self.conns = []
-        with children_ignore_sigint():
-            for g in self.groups:
-                parent, child = ctx.Pipe()
-                p = ctx.Process(target=_worker, args=(child, [(i, self.blocks[i]) for i in g], tolerance), daemon=True)
-                p.start()
-                self.procs.append(p)
-                self.conns.append(parent)
-        for c in self.conns:
-            if c.recv() != "ready":
-                raise RuntimeError("a worker process failed to start")
+        self.workers = [WorkerProcess(BlockGroup, ([(i, self.blocks[i]) for i in g], tolerance), "solve", ctx)
+                        for g in self.groups]
+        for w in self.workers:
+            w.ready()
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
-        for c, g in zip(self.conns, self.groups):
-            c.send(({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit))
+        for w, g in zip(self.workers, self.groups):
+            w.submit({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit)
         out: list[BlockResult] = []
-        for c in self.conns:
-            res = c.recv()
-            if isinstance(res, Exception):
-                raise res
-            out.extend(res)
+        for w in self.workers:
+            out.extend(w.result())
         return sorted(out, key=lambda r: r.block)
 
     def close(self) -> None:
-        for c in self.conns:
-            try:
-                c.send(None)
-            except (OSError, BrokenPipeError):
-                pass
-        for p in self.procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-        self.procs, self.conns = [], []
+        for w in self.workers:
+            w.close()
+        self.workers = []
 
 
 def dask_client(workers: int, address: str | None, purpose: str, connect_timeout: float) -> tuple[Any, Any]:

@@ -30,7 +30,6 @@ neighbours each), 390 of 6,512 on road-500 and 1,900 of 6,002 on text-500; prici
 
 from __future__ import annotations
 
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ...lp.executors import children_ignore_sigint, close_dask, dask_client, worker_context
+from ...lp.executors import WorkerProcess, close_dask, dask_client, worker_context
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
 
@@ -286,55 +285,6 @@ class _GroupedPricer:
         return bounds, Z, int(sum(p[3] for p in parts))
 
 
-def _serve_group(conn: Any, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
-    """A worker process of :class:`ProcessPricer`: answers each duals vector received with
-    :meth:`OutputModels.price` (or the exception it raised) until it receives None."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C and closes the workers
-    group = OutputModels(A, C, ks, tolerance)
-    while True:
-        lam = conn.recv()
-        if lam is None:
-            break
-        try:
-            conn.send(group.price(lam))
-        except Exception as exc:   # report it; the parent decides
-            conn.send(exc)
-    conn.close()
-
-
-class _ProcessGroup:
-    """The parent's end of one :func:`_serve_group` process."""
-
-    def __init__(self, ctx: Any, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve_group, args=(child, A, C, ks, tolerance), daemon=True)
-        self.proc.start()
-        child.close()   # the parent keeps no copy of the child's end: a dead child reads as EOF
-
-    def price(self, lam: np.ndarray) -> "_ProcessGroup | None":
-        try:
-            self.conn.send(lam)
-        except (OSError, ValueError):   # the process is gone
-            return None
-        return self
-
-    def result(self) -> tuple:
-        answer = self.conn.recv()      # EOFError if the process died
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    def close(self) -> None:
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
-        self.proc.join(timeout=5)
-        if self.proc.is_alive():
-            self.proc.terminate()
-        self.conn.close()
-
-
 class ProcessPricer(_GroupedPricer):
     """The pricing LPs on ``workers`` local processes, one group of outputs each. A process has
     its own interpreter, so the Python around each LP (about 40% of a road-500 pass) runs in
@@ -347,17 +297,18 @@ class ProcessPricer(_GroupedPricer):
         self.ctx = worker_context()
         self.workers = [self._start(i) for i in range(len(self.groups))]
 
-    def _start(self, i: int) -> _ProcessGroup:
+    def _start(self, i: int) -> WorkerProcess:
         g = self.groups[i]
-        with children_ignore_sigint():
-            return _ProcessGroup(self.ctx, self.A_data, self.C[:, g], g, self.tolerance)
+        w = WorkerProcess(OutputModels, (self.A_data, self.C[:, g], g, self.tolerance), "price", self.ctx)
+        w.ready()
+        return w
 
     def _rebuild(self, i: int) -> None:
         self.workers[i].close()
         super()._rebuild(i)
 
-    def _call(self, i: int, lam: np.ndarray) -> _ProcessGroup | None:
-        return self.workers[i].price(lam)
+    def _call(self, i: int, lam: np.ndarray) -> WorkerProcess | None:
+        return self.workers[i].submit(lam)
 
     def close(self) -> None:
         for w in self.workers:
