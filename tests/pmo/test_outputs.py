@@ -91,10 +91,13 @@ def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):
 
     space, _ = case
     d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
+    # a wider box than the start's, so that some columns can enter and the interior-point
+    # method has work to do (at the start's box every column of these cases is screened out)
+    d.master.set_box(d.master.center, d.master.delta * 10)
     exact = d.master.solve(tol=1e-8).objective
     steps_exact = d.master.iterations
     loose = d.master.solve(tol=1e-2).objective
-    assert d.master.iterations < steps_exact
+    assert 0 < d.master.iterations < steps_exact
     assert abs(loose - exact) <= 1e-2 * (1 + abs(exact))
     d.pricer.close()
 
@@ -216,6 +219,45 @@ def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
     assert np.allclose(sol.duals[on], (m.delta + m.center)[on]) and np.allclose(m.R[on] @ sol.weights, 0.0)
     with pytest.raises(ValueError, match="one connected component"):
         m.add(np.ones((n, 1)), np.zeros(1, dtype=np.int64), np.ones(1))
+
+
+def test_columns_no_dual_in_the_box_can_use_are_left_out_and_the_lp_is_the_same(monkeypatch):
+    """Columns dearer than the box's upper edge lets their rows pay are left out of the dense
+    solve; the value and the duals are still those of the whole LP (solved by HiGHS with every
+    column), and every column left out has weight 0. With every column out, the slack covers
+    every row at the box's upper edge, which is then the optimum."""
+    import scaledp.pmo.outputs.master as po
+    from scaledp.lp.highs import INF, solve_lp
+
+    rng = np.random.default_rng(5)
+    n = 12
+    m = po.ColumnMaster(n, 1e-9)
+    R = rng.uniform(0.0, 1.0, (n, 40))
+    R[:, 0] = 1.0
+    center = rng.uniform(0.3, 0.6, n)
+    # every column dearer than the box's lower edge lets its rows pay (so the LP is bounded),
+    # some of them dearer than its upper edge allows too
+    m.add(R, np.zeros(40, dtype=np.int64), R.T @ (center - 0.2) + rng.uniform(0.1, 4.0, 40))
+    m.set_box(center, 0.2)
+    upper = m.delta + m.center
+    dead = m.cost > R.T @ upper
+    assert 0.1 * dead.size <= dead.sum() < dead.size          # the case screens some, not all
+    shapes = []
+    real = po.solve_dense_lp
+    monkeypatch.setattr(po, "solve_dense_lp", lambda R, *a, **k: shapes.append(R.shape) or real(R, *a, **k))
+    sol = m.solve(box=True, tol=1e-10)
+    assert shapes == [(n, int((~dead).sum()))]
+    A = np.hstack([m.R, np.eye(n), -np.eye(n)])
+    c = np.r_[m.cost, upper, m.delta - m.center]
+    ref = solve_lp(c, A, np.ones(n), np.ones(n), np.zeros(A.shape[1]), np.full(A.shape[1], INF))
+    assert sol.value == pytest.approx(ref.objective, rel=1e-7)
+    assert np.all(sol.weights[dead] == 0.0)
+    assert np.all(m.cost - m.R.T @ sol.duals >= -1e-6) and np.all(np.abs(sol.duals - m.center) <= m.delta + 1e-6)
+    assert sol.duals.sum() == pytest.approx(ref.objective, rel=1e-7)
+    m.set_box(np.full(n, 0.02), 0.01)                     # now no column is worth its rows
+    sol = m.solve(box=True, tol=1e-10)
+    assert np.allclose(sol.duals, 0.03) and np.all(sol.weights == 0.0) and sol.slack == pytest.approx(n)
+    assert len(shapes) == 1                               # no dense solve was needed
 
 
 def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):

@@ -29,6 +29,11 @@ SPLIT_GAIN = 0.2
 at least this share."""
 
 
+SCREEN_SHARE = 0.1
+"""Columns that cannot enter at any dual in the box are left out of a solve once they are at
+least this share of the columns (:meth:`ColumnMaster._screen`)."""
+
+
 class MasterSolution(NamedTuple):
     """One solve of a :class:`ColumnMaster`: row duals, column weights, total slack, ``g' b``
     (the objective without the slack terms), ``value`` (with them: with the stabilisation box a
@@ -142,11 +147,13 @@ class ColumnMaster:
         column joins two groups. ``iterations`` is the largest part's count."""
         n, m = self.n_cols, self.n
         y, b, sp_, sm_ = np.zeros(m), np.zeros(n), np.zeros(m), np.zeros(m)
-        parts = [(rows, np.flatnonzero(np.isin(self.col_comp, comps))) for comps, rows in self.split] \
-            or [(np.arange(m), np.arange(n))]
+        live = self._screen(slack_costs)
+        parts = [(rows, np.flatnonzero(np.isin(self.col_comp, comps) & live)) for comps, rows in self.split] \
+            or [(np.arange(m), np.flatnonzero(live))]
+        whole = not self.split and bool(live.all())
         iterations = 0
         for rows, cols in parts:
-            R = self.R[np.ix_(rows, cols)] if self.split else self.R
+            R = self.R if whole else self.R[np.ix_(rows, cols)]
             costs = None if slack_costs is None else (slack_costs[0][rows], slack_costs[1][rows])
             if cols.size == 0:   # every column of these components pruned: slack alone covers them
                 if costs is None:
@@ -163,6 +170,24 @@ class ColumnMaster:
         if slack_costs is None:
             sp_, sm_ = np.zeros(0), np.zeros(0)
         return y, b, sp_, sm_, iterations
+
+    def _screen(self, slack_costs: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """The columns that can be in an optimal solution. With slack columns, every dual lies
+        below the cost of s+ (the box's upper edge, u), and columns are non-negative, so a
+        column with ``g_s > u' r_s`` has a positive reduced cost at every feasible dual: it is
+        0 in every optimal solution and its dual row never binds, and leaving it out changes
+        neither the optimum nor the optimal duals. Text data's first rounds, where the start's
+        tents cost more than the box lets any row pay, keep few of their N columns. All are
+        kept when fewer than ``SCREEN_SHARE`` of them go (a copy of R then costs more than it
+        saves)."""
+        live = np.ones(self.n_cols, dtype=bool)
+        if slack_costs is None or self.n_cols == 0:
+            return live
+        reach = self.R.T @ slack_costs[0]
+        dead = self.cost > reach + 1e-9 * np.maximum(1.0, np.abs(reach))
+        if dead.sum() >= SCREEN_SHARE * self.n_cols:
+            live[dead] = False
+        return live
 
     def _highs(self, slack_costs: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, ...]:
         n, m = self.n_cols, self.n
