@@ -144,7 +144,7 @@ def test_the_second_pass_follows_the_column_deficit_and_the_work_model():
 
     m = ColumnMaster(1000, tolerance=1e-9)
     m.add(np.ones((1000, 2000)), np.zeros(2000, dtype=np.int64), np.ones(2000))
-    m.iterations = 8                                   # master: 1000^2 x 2000 x 8 flops
+    m.work = 1000.0 ** 2 * 2000 * 8                    # master: 1000^2 x 2000 x 8 flops
     even = 1000 * 2000 * 8 / MASTER_FLOPS_PER_PRICING_ITERATION
     K = 100
     # past N generated columns the work model decides

@@ -75,6 +75,7 @@ class ColumnMaster:
         self.center = np.zeros(n)
         self.delta = math.inf
         self.iterations = 0
+        self.work = 0.0      # the last stabilised solve's dense work: rows^2 x columns x steps, summed over its parts
         self.fallbacks = 0   # solves handed to HiGHS because the dense IPM did not converge
         self.protected = 0   # the first columns are never deleted (they keep the LP feasible)
 
@@ -109,9 +110,9 @@ class ColumnMaster:
             slack_costs = (self.delta + self.center, self.delta - self.center) if box else None
         out = self._solve_blocks(slack_costs, tol)
         if out is not None:
-            y, b, sp_, sm_, iterations = out
+            y, b, sp_, sm_, iterations, work = out
             if box and elastic is None:
-                self.iterations = iterations
+                self.iterations, self.work = iterations, work
         else:   # rare (a degenerate, badly conditioned master): HiGHS, slower but sure
             self.fallbacks += 1
             y, b, sp_, sm_ = self._highs(slack_costs)
@@ -141,17 +142,18 @@ class ColumnMaster:
         return groups if work <= (1.0 - SPLIT_GAIN) * float(self.n) ** 2 else [np.unique(self.comp)]
 
     def _solve_blocks(self, slack_costs: tuple[np.ndarray, np.ndarray] | None, tol: float
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, float] | None:
         """The dense interior-point method on each group of components (:meth:`_groups`), the
         parts put together; None if any part did not converge. The LP is the same: no row or
-        column joins two groups. ``iterations`` is the largest part's count."""
+        column joins two groups. ``iterations`` is the largest part's count, ``work`` the sum
+        over the parts of rows^2 x columns x steps (0 for a part its slack alone covers)."""
         n, m = self.n_cols, self.n
         y, b, sp_, sm_ = np.zeros(m), np.zeros(n), np.zeros(m), np.zeros(m)
         live = self._screen(slack_costs)
         parts = [(rows, np.flatnonzero(np.isin(self.col_comp, comps) & live)) for comps, rows in self.split] \
             or [(np.arange(m), np.flatnonzero(live))]
         whole = not self.split and bool(live.all())
-        iterations = 0
+        iterations, work = 0, 0.0
         for rows, cols in parts:
             R = self.R if whole else self.R[np.ix_(rows, cols)]
             costs = None if slack_costs is None else (slack_costs[0][rows], slack_costs[1][rows])
@@ -167,9 +169,10 @@ class ColumnMaster:
             if slack_costs is not None:
                 sp_[rows], sm_[rows] = r.sp, r.sm
             iterations = max(iterations, r.iterations)
+            work += float(rows.size) ** 2 * cols.size * max(1, r.iterations)
         if slack_costs is None:
             sp_, sm_ = np.zeros(0), np.zeros(0)
-        return y, b, sp_, sm_, iterations
+        return y, b, sp_, sm_, iterations, work
 
     def _screen(self, slack_costs: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """The columns that can be in an optimal solution. With slack columns, every dual lies
