@@ -157,7 +157,7 @@ class ColumnMaster:
         for rows, cols in parts:
             R = self.R if whole else self.R[np.ix_(rows, cols)]
             costs = None if slack_costs is None else (slack_costs[0][rows], slack_costs[1][rows])
-            if cols.size == 0:   # every column of these components pruned: slack alone covers them
+            if cols.size == 0:   # every column of these components pruned or screened: slack covers them
                 if costs is None:
                     return None
                 y[rows], sp_[rows] = costs[0], 1.0
@@ -178,7 +178,7 @@ class ColumnMaster:
         """The columns that can be in an optimal solution. With slack columns, every dual lies
         below the cost of s+ (the box's upper edge, u), and columns are non-negative, so a
         column with ``g_s > u' r_s`` has a positive reduced cost at every feasible dual: it is
-        0 in every optimal solution and its dual row never binds, and leaving it out changes
+        0 in every optimal solution and its dual constraint never binds, and leaving it out changes
         neither the optimum nor the optimal duals. Text data's first rounds, where the start's
         tents cost more than the box lets any row pay, keep few of their N columns. All are
         kept when fewer than ``SCREEN_SHARE`` of them go (a copy of R then costs more than it

@@ -138,10 +138,10 @@ def _second_pass(first_pass_columns: int, generated: int, K: int, pricing_iterat
     columns were generated so far or a pass is cheap against the master by the work model
     (simplex iterations against the last stabilised master's dense work: rows^2 x columns x
     interior-point steps, summed over its parts, the columns it left out not counted; grid-2000
-    keeps its second pass past N columns: 18 rounds and 81 s against 24 and 100 s without it). Gaussian 2,000
-    (benchmarks/paper000/results/scale.md): 36 rounds and 227 s under the work model alone, 16
-    rounds and 81 s with the column deficit (the rules compared: docs/history.md). Work and
-    columns, not clocks, so the run does not depend on timing."""
+    keeps its second pass past N columns: 18 rounds and 81 s against 24 and 100 s without it).
+    Gaussian 2,000 (benchmarks/paper000/results/scale.md): 36 rounds and 227 s under the work
+    model alone, 16 rounds and 81 s with the column deficit (the rules compared:
+    docs/history.md). Work and columns, not clocks, so the run does not depend on timing."""
     if first_pass_columns < PRODUCTIVE_SHARE * K:
         return False
     cheap = pricing_iterations * MASTER_FLOPS_PER_PRICING_ITERATION * master.n < master.work
