@@ -177,7 +177,7 @@ def table(raw: list[dict], a) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kinds", nargs="+", default=["grid", "gauss"], choices=["grid", "gauss", "road", "text"])
+    ap.add_argument("--kinds", nargs="+", default=["grid", "gauss"], choices=["grid", "gauss", "road", "text", "city"])
     ap.add_argument("--modes", nargs="+", default=["density", "eta"], choices=["density", "eta"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 5000])
     ap.add_argument("--cap", type=float, default=1800.0)

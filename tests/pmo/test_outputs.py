@@ -155,6 +155,43 @@ def test_the_second_pass_follows_the_column_deficit_and_the_work_model():
     assert not _second_pass(49, 0, K, 0, m)
 
 
+def test_the_run_does_not_depend_on_the_clock(monkeypatch):
+    """Every decision of a run (the upper steps near the target included) follows rounds, work
+    and columns, not seconds: upper steps that seem to take 1,000 s more each leave the path and
+    the certified mechanism unchanged, so a run is the same on any machine and executor."""
+    import time
+
+    from scaledp.pmo.outputs import solve as outputs_solve
+
+    space = build_space(grid(5, 6, 1.0), epsilon=1.0, eta=1.5, n_outputs=8, cost="travel", seed=3)
+
+    def run():
+        res = solve_outputs(space, gap=1e-3)
+        steps = [h["iteration"] for h in res.history if h["free_master_seconds"] > 0]
+        return res, [(h["iteration"], h["lower_bound"], h["upper_bound"]) for h in res.history], steps
+
+    ref, path, steps = run()
+    # the run has upper steps near the target (fewer than 5 rounds after the one before), at
+    # least UPPER_EVERY rounds apart: the rule this test is about does fire
+    near = [b - a for a, b in zip(steps, steps[1:]) if b - a < 5]
+    assert near and min(near) >= outputs_solve.UPPER_EVERY
+
+    real, late = time.perf_counter, [0.0]
+    upper_step = outputs_solve._Decomposition.upper_step
+
+    def slow_upper_step(self, *args):
+        out = upper_step(self, *args)
+        late[0] += 1000.0
+        return out
+
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + late[0])
+    monkeypatch.setattr(outputs_solve._Decomposition, "upper_step", slow_upper_step)
+    res, path2, steps2 = run()
+    assert path2 == path and steps2 == steps
+    assert late[0] == 1000.0 * len(steps)
+    assert np.array_equal(res.mechanism.matrix, ref.mechanism.matrix)
+
+
 def test_a_column_idle_once_is_kept_with_patience():
     from scaledp.pmo.outputs.master import ColumnMaster
 
