@@ -74,6 +74,30 @@ def test_privbayes_spends_epsilon_once_and_keeps_the_domain():
         build_view(CountTensor.from_frame(pd.DataFrame({"a": a}), ["a"], {"a": doms[0]}), "privbayes", 1.0, rng=1)
 
 
+def test_privbayes_never_forks_a_process_that_runs_jax_threads():
+    """DataSynthesizer's pool starts from scaledp's fork server, so PrivBayes run after an
+    ``mbi`` method in the same process (jax's threads alive) does not fork it: no
+    "os.fork() ... JAX is multithreaded" warning, and the same release as on its own."""
+    pytest.importorskip("DataSynthesizer")
+    jax = pytest.importorskip("jax")
+    import warnings
+
+    from scaledp.views import build_view
+    from scaledp.views.tensor import CountTensor, Domain
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.integers(0, 4, 500), "b": rng.integers(0, 3, 500), "c": rng.integers(0, 2, 500)})
+    doms = {"a": Domain.numeric("a", 0, 4, 4), "b": Domain.numeric("b", 0, 3, 3), "c": Domain.numeric("c", 0, 2, 2)}
+    t = CountTensor.from_frame(frame, ["a", "b", "c"], doms)
+    alone = build_view(t, "privbayes", 2.0, rng=4)
+    jax.numpy.arange(8.0).sum().block_until_ready()      # jax's runtime threads are up
+    with warnings.catch_warnings(record=True) as caught:     # jax warns from an at-fork hook
+        warnings.simplefilter("always")
+        again = build_view(t, "privbayes", 2.0, rng=4)
+    assert not [w for w in caught if "fork" in str(w.message)]
+    assert np.array_equal(again.coords, alone.coords) and np.array_equal(again.counts, alone.counts)
+
+
 @given(st.integers(0, 1000), st.floats(0.05, 5.0), st.integers(2, 4))
 @settings(max_examples=8, deadline=None)
 def test_mst_spends_exactly_its_epsilon(seed, eps, d):

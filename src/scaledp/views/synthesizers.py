@@ -40,6 +40,25 @@ def _records(tensor: CountTensor, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=names)
 
 
+@contextlib.contextmanager
+def _pool_without_fork():
+    """DataSynthesizer scores candidate parents on a ``multiprocessing`` Pool, which on Linux
+    forks the caller. A caller that has loaded jax (the ``mbi`` view methods) has threads, and a
+    forked copy of a threaded process can deadlock (Python warns as much). Inside this context
+    its Pool starts from :func:`scaledp.lp.executors.worker_context` instead: a fork server that
+    never inherits a thread. The result does not change: the pool only maps a pure function."""
+    import DataSynthesizer.lib.PrivBayes as pb
+
+    from ..lp.executors import worker_context
+
+    plain = pb.Pool
+    pb.Pool = worker_context().Pool
+    try:
+        yield
+    finally:
+        pb.Pool = plain
+
+
 def privbayes(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rng: RNGLike = None) -> SampleView:
     """PrivBayes by DataSynthesizer (see the module docstring); ``degree`` parents per attribute."""
     eps = V.positive_float("epsilon", epsilon)
@@ -55,7 +74,8 @@ def privbayes(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rng: R
     n = int(tensor.counts.sum())
     budget = PrivacyBudget(eps)
     budget.root.charge(eps, "privbayes: network (eps/2) and conditionals (eps/2), DataSynthesizer")
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), \
+            _pool_without_fork():
         warnings.simplefilter("ignore", FutureWarning)        # DataSynthesizer's pandas idioms, not ours
         warnings.simplefilter("ignore", DeprecationWarning)
         d = Path(tmp)
