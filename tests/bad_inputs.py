@@ -77,6 +77,7 @@ SOLVE = [
     c(G + ["--method", "constopt", "--gap", "0.1"], "--gap"),
     c(G + ["--method", "lp", "--plot", "plots"], "--plot"),
     c(G + ["--method", "madlib", "--out", "m.npz"], "Monte Carlo"),
+    c(G + ["--out", "m\x00.npz"], "NUL byte"),
     c(G + ["--tolerance", "nan"], "tolerance"),
     c(G + ["--tolerance", "0"], "tolerance"),
     c(G + ["--tolerance", "-1"], "tolerance"),
@@ -123,6 +124,7 @@ SOLVE = [
 
 FILES = [
     c(["audit", "nofile.npz"], "not found"),
+    c(["audit", "m\x00.npz"], "NUL byte"),
     c(["audit", "empty.npz"], "empty"),
     c(["audit", "garbage.npz"], "not a readable"),
     c(["audit", "truncated.npz"], "truncated.npz"),
@@ -298,7 +300,8 @@ def main(out: str | None = None) -> int:
             verdict = judge(case, code, output, created)
             failures += verdict != "ok"
             msg = " ".join(output.strip().splitlines()[-1:])[:140].replace("|", "/")
-            rows.append(f"| `{' '.join(case.args)[:90]}`{' (stdin ' + repr(case.stdin)[:20] + ')' if case.stdin is not None else ''} "
+            shown = " ".join(case.args).replace("\x00", "\\x00")     # a NUL byte, written as Python would
+            rows.append(f"| `{shown[:90]}`{' (stdin ' + repr(case.stdin)[:20] + ')' if case.stdin is not None else ''} "
                         f"| {code} | {msg} | {verdict} |")
     text = "\n".join(["# Bad inputs and what scaledp does with them", "",
                       f"`python -m tests.bad_inputs` ran {len(CASES)} bad inputs through the real command group "

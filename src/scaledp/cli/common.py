@@ -146,6 +146,17 @@ class Live:
 
 
 # ------------------------------------------------------------------- files and seeds
+class PathArg(click.Path):
+    """``click.Path`` for every path option and argument: a NUL byte, which the operating
+    system cannot take (``os.stat`` raises on it inside click's own check), is a usage error
+    like any other bad path instead of an exception."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (str, bytes)) and ("\x00" in value if isinstance(value, str) else b"\x00" in value):
+            self.fail("a path cannot contain a NUL byte", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def check_output_path(path: str | None, suffix: str = "") -> Path | None:
     """The path a result will be written to (``suffix`` added when missing), checked before any
     work: not a folder, and its folder exists (or can be made) and is writable."""

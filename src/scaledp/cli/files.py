@@ -14,11 +14,11 @@ from rich.table import Table
 from .. import _validate as V
 from ..audit import audit_file
 from ..mechanism import Mechanism
-from .common import Unverifiable, fmt, friendly_errors, main, out
+from .common import PathArg, Unverifiable, fmt, friendly_errors, main, out
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=PathArg(dir_okay=False))
 @click.option("--q", type=float, default=0.95, show_default=True, help="quantile for L_q")
 @click.option("--json", "as_json", is_flag=True)
 def audit(file: str, q: float, as_json: bool) -> None:
@@ -55,8 +55,8 @@ def audit(file: str, q: float, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--input", "input_path", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+@click.argument("file", type=PathArg(dir_okay=False))
+@click.option("--input", "input_path", type=PathArg(dir_okay=False, allow_dash=True), default="-",
               show_default=True, help="CSV of record indices (one per line, or a 'record' column); - for stdin")
 @click.option("--seed", type=int, default=None, help="reproducible draws (default: OS secure randomness)")
 def perturb(file: str, input_path: str, seed: int | None) -> None:

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from .. import _validate as V
 from .._io import write_json
-from .common import Live, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed
+from .common import (
+    Live, PathArg, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
+)
 
 
 def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
@@ -118,7 +120,7 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
 @click.option("--baselines", default="", help="comma list of lp,constopt,laplace,expmech to run on the same users")
 @click.option("--time-limit", type=float, default=None, help="seconds per solve")
 @click.option("--seed", type=int, default=None, help="seed for the users' locations (default: drawn and recorded)")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
               help="write the report as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")

@@ -19,7 +19,7 @@ from ..measures import quantile_loss, uniform_loss
 from ..mechanism import Mechanism, SolveResult
 from ..solve import METHODS
 from ..solve import solve as solve_space
-from .common import Live, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
+from .common import Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
 
 #: the command-line options that are options of the method (the others describe the instance
 #: or the output), with the name the method knows them by
@@ -131,10 +131,10 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
                    "process or dask [serial]")
 @click.option("--scheduler", default=None,
               help="outputs, benders: address of an existing Dask scheduler (implies --executor dask)")
-@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--plot", "plot_dir", type=PathArg(file_okay=False), default=None,
               help="outputs, benders: write convergence.png and (benders, 2-D data) partition.png here")
 @click.option("--no-reduce", is_flag=True, help="PMO methods: keep the implied mDP constraints")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
               help="write the mechanism (.npz added when missing)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary on stdout")
 @click.pass_context
@@ -222,7 +222,7 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
 @click.option("--q", type=float, default=0.95, show_default=True,
               help="quantile of L_q (also the loss that picks constopt's lambda)")
 @click.option("--time-limit", type=float, default=None, help="seconds per method")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -310,9 +310,9 @@ def _print_compare(report: dict[str, Any], space, epsilon: float, eta: float, ti
 @click.option("--cols", type=int, default=12, show_default=True)
 @click.option("--epsilon", type=float, default=2.0, show_default=True, help="per km")
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out", show_default=True,
+@click.option("--out", "out_dir", type=PathArg(file_okay=False), default="out", show_default=True,
               help="folder for the two mechanism files")
-@click.option("--out-dir", "out_dir_old", type=click.Path(file_okay=False), default=None, hidden=True,
+@click.option("--out-dir", "out_dir_old", type=PathArg(file_okay=False), default=None, hidden=True,
               help="deprecated name of --out")
 def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str, out_dir_old: str | None) -> None:
     """The main job on generated data: an optimal grid mechanism against ExpMech, audited."""

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .. import _validate as V
 from .._io import write_json
-from .common import Live, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
+from .common import Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
 
 
 @main.group()
@@ -64,9 +64,9 @@ def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str = "re
 
 
 _table_options = [
-    click.argument("table", type=click.Path(dir_okay=False)),
+    click.argument("table", type=PathArg(dir_okay=False)),
     click.option("--columns", required=True, help="comma-separated columns of the tensor"),
-    click.option("--domains", "domains_file", type=click.Path(dir_okay=False), default=None,
+    click.option("--domains", "domains_file", type=PathArg(dir_okay=False), default=None,
                  help="JSON: column -> {\"values\": [...]} or {\"low\": a, \"high\": b, \"bins\": n}"),
     click.option("--names", default=None, help="column names of a CSV without a header line"),
     click.option("--preset", type=click.Choice(["adult"]), default=None,
@@ -105,7 +105,7 @@ def _with_table_options(f):
                    "view answers queries over at most this many columns)")
 @click.option("--seed", type=int, default=None,
               help="reproducible noise, for experiments only (default: OpenDP's secure samplers)")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True,
+@click.option("--out", "out_path", type=PathArg(dir_okay=False), required=True,
               help="view file (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
@@ -141,7 +141,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
 
 
 @view.command("query")
-@click.argument("view_file", type=click.Path(dir_okay=False))
+@click.argument("view_file", type=PathArg(dir_okay=False))
 @click.argument("queries", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True)
 def view_query(view_file, queries, as_json) -> None:
@@ -168,7 +168,7 @@ def view_query(view_file, queries, as_json) -> None:
 @click.option("--query-columns", type=int, default=2, show_default=True, help="columns each query restricts")
 @click.option("--reps", type=int, default=10, show_default=True, help="repetitions per method")
 @click.option("--seed", type=int, default=None, help="seed for workload and noise (default: drawn and recorded)")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
