@@ -152,7 +152,7 @@ class PathArg(click.Path):
     like any other bad path instead of an exception."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, (str, bytes)) and ("\x00" in value if isinstance(value, str) else b"\x00" in value):
+        if (isinstance(value, str) and "\x00" in value) or (isinstance(value, bytes) and b"\x00" in value):
             self.fail("a path cannot contain a NUL byte", param, ctx)
         return super().convert(value, param, ctx)
 
