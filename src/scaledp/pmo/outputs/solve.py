@@ -55,7 +55,7 @@ from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
-from .master import ColumnMaster, new_columns
+from .master import ColumnMaster, FilledMaster, new_columns
 from .pricing import DaskPricer, Pricer, ProcessPricer, cone_rows
 
 OUTPUT_EXECUTORS = ("threads", "process", "dask")
@@ -89,6 +89,18 @@ Rounds, not seconds, so that a run takes the same path on any machine and execut
 against the rule it replaced (upper steps at most half the seconds of the rest) in
 docs/history.md: the same rounds and seconds within run-to-run noise, Gaussian 2,000 in 20
 rounds and 111 s against 22 and 125 s."""
+
+FILL_WHEN = 0.5
+"""The free master's cover *leans on* its all-ones columns when they cover the rows this much
+on average: the priced points do not combine into an exact cover of the rows."""
+
+FILL_AFTER = 3
+"""The filled free master (:class:`~scaledp.pmo.outputs.master.FilledMaster`) is solved once the
+free master's cover has leaned on the all-ones columns at this many upper steps in a row. Word
+vectors lean at every step until the run ends; Gaussian data only at its first two steps (after
+5-6 rounds the elastic master's repair takes over), and there the filled master cost 13-16 s a
+solve at 1,000 records for nothing the next step would not give; grid and road data do not
+lean after their first step. Measured in docs/history.md."""
 
 EXACT_TOL = 1e-8
 """The dense interior-point method's tolerance for an exact master."""
@@ -168,7 +180,7 @@ class _Decomposition:
         # LP: a relaxation (the bound stays valid), and certification covers every pair
         keep = ~implied & (self.eps * graph.distance <= MAX_LOG_RATIO)
         self.edges, self.dist = graph.edges[keep], graph.distance[keep]
-        A = cone_rows(N, self.edges, self.dist, self.eps)
+        A = self.A = cone_rows(N, self.edges, self.dist, self.eps)
         tents = np.exp(-self.eps * graph.path_distances())  # column a: exp(-eps D(., a)), 0 off a's component
         # lambda_i = min_k c[i,k]: a valid start, with bound sum_i min_k c[i,k]
         center = self.C.min(axis=1)
@@ -180,6 +192,9 @@ class _Decomposition:
         self.master = ColumnMaster(N, tolerance, self.comp)   # solved with the box: the (stabilised) duals
         self.master.set_box(center, self.delta)
         self.free = ColumnMaster(N, tolerance, self.comp)     # solved without: mechanisms (the upper bound)
+        self.filled: FilledMaster | None = None             # the free master with an mDP fill, once needed
+        self.leaning = 0                                    # upper steps in a row whose cover leaned on the all-ones
+        self.tolerance = tolerance
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
         self.generated = 0                          # columns priced in so far (not counting the start)
@@ -196,7 +211,7 @@ class _Decomposition:
         self.rebalance = _Backoff()
         self.repair = _Backoff()
         self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
-                       "repaired_failed": 0}
+                       "repaired_failed": 0, "filled_tried": 0, "filled_best": 0}
 
     def add(self, R: np.ndarray) -> None:
         costs = self.C.T @ R                  # (K, n_new): c_k' r_s
@@ -204,6 +219,8 @@ class _Decomposition:
         g = costs[owner, np.arange(R.shape[1])]
         self.master.add(R, owner, g)
         self.free.add(R, owner, g)
+        if self.filled is not None:
+            self.filled.add(R, owner, g)
 
     # ------------------------------------------------------------ upper bounds
     def certified(self, Z: np.ndarray, rebalance: bool = False) -> bool:
@@ -251,12 +268,35 @@ class _Decomposition:
             self.counts["repaired_best"] += 1
         return e.duals, e.weights, e.seconds
 
+    def solve_filled(self) -> float:
+        """The filled free master (built from the free master's columns the first time, then
+        given every new column), certified; returns its seconds."""
+        t0 = time.perf_counter()
+        if self.filled is None:
+            # the fill goes to the output that is cheapest over all records: the best constant mechanism's
+            k0 = int(np.argmin(self.C.sum(axis=0)))
+            self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance)
+            self.filled.add(self.free.R, self.free.owner, self.free.cost)
+        Z = self.filled.solve()
+        secs = time.perf_counter() - t0
+        self.t["free"] += secs
+        self.counts["filled_tried"] += 1
+        if Z is not None and self.certified(Z):
+            self.counts["filled_best"] += 1
+        return secs
+
     def upper_step(self, lam: np.ndarray, b: np.ndarray, slack: float) -> float:
         """Improve the upper bound: the elastic free master (or, when its repair fails, the
-        exact one), then, once the slack is small, the stabilised master's own matrix. Returns
-        the free master's seconds."""
+        exact one); the filled free master when that cover has leaned on the all-ones columns for
+        ``FILL_AFTER`` steps; then,
+        once the slack is small, the stabilised master's own matrix. Returns the free masters'
+        seconds."""
         out = self.solve_elastic(lam) if self.repair.ready() else None
         lam_f, b_f, secs_free = out if out is not None else self.solve_free()
+        ones = self.free.R[:, :self.n_comp] @ b_f[:self.n_comp]   # the first columns: all-ones, never pruned
+        self.leaning = self.leaning + 1 if float(ones.mean()) >= FILL_WHEN else 0
+        if self.leaning >= FILL_AFTER:
+            secs_free += self.solve_filled()
         self.free.prune(lam_f, b_f, 4 * self.master.n)
         if slack < REBALANCE_SLACK * self.master.n and self.rebalance.ready():
             self.counts["rebalanced_tried"] += 1
