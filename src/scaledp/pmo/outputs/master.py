@@ -283,8 +283,7 @@ class FilledMaster:
                           np.ones(self.n), np.ones(self.n), np.zeros(self.n), np.full(self.n, INF),
                           solver="simplex", tolerance=tolerance, presolve=False)
         self.in_model = np.zeros(self.A.shape[0], dtype=bool)   # the cone rows of f in the model
-        self.R = np.zeros((self.n, 0))
-        self.owner = np.zeros(0, dtype=np.int64)
+        self.blocks: list[tuple[np.ndarray, np.ndarray]] = []   # the columns as added, with their owners
         self.iterations = 0
 
     def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
@@ -293,8 +292,7 @@ class FilledMaster:
             return
         cols = sp.vstack([sp.csc_matrix(R), sp.csc_matrix((self.lp.n_row - self.n, R.shape[1]))])
         self.lp.add_cols(cols, g, np.zeros(g.size), np.full(g.size, INF))
-        self.R = np.hstack([self.R, R])
-        self.owner = np.concatenate([self.owner, owner])
+        self.blocks.append((R, np.asarray(owner)))   # kept as given: no copy of all columns per call
 
     def solve(self) -> np.ndarray | None:
         """The optimal matrix (to HiGHS's tolerance: certify it), or None if HiGHS failed."""
@@ -315,6 +313,9 @@ class FilledMaster:
             self.lp.add_rows(sp.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(bad.size, self.lp.n_col)),
                              np.full(bad.size, -INF), np.zeros(bad.size))
         Z = np.zeros((self.n, self.K))
-        np.add.at(Z.T, self.owner, (self.R * b[None, :]).T)
+        at = 0
+        for R, owner in self.blocks:
+            np.add.at(Z.T, owner, (R * b[None, at:at + R.shape[1]]).T)
+            at += R.shape[1]
         Z[:, self.k0] += f
         return Z

@@ -26,11 +26,14 @@ smoothing (Wentges; automatic weight after Pessoa et al. 2018).
 each minimum bounded from below through the pricing LP's duals, so the bound holds whatever
 the solver's accuracy.
 
-**Upper bound**: the best certified cost of three candidates: the *elastic* free master (the
+**Upper bound**: the best certified cost of four candidates: the *elastic* free master (the
 master without the box, its row sums allowed off 1 at a high price), lifted to exact mDP by
 :func:`scaledp.pmo.upper.mdp_lift`, with its off rows re-solved by
 :func:`scaledp.pmo.upper.repair_rows`; the exact free master (every solution a
-mechanism) when that repair gives up; and, once the stabilised master's slack is small, its
+mechanism) when that repair gives up; the *filled* free master
+(:class:`~scaledp.pmo.outputs.master.FilledMaster`: the free master's columns plus one point of
+C that fills the rest of the row sums) where the free master's cover keeps leaning on its
+all-ones columns; and, once the stabilised master's slack is small, its
 own matrix divided by its row sums, lowered to its mDP envelope
 (:func:`scaledp.pmo.upper.mdp_envelope`) and mixed row by row with the uniform mechanism
 (:func:`scaledp.pmo.upper.rebalance_rows`). Every candidate is certified exactly.
