@@ -265,9 +265,9 @@ class FilledMaster:
     gives back the exact free master, so it never costs more. It is what the free master lacks
     where the priced points do not combine into an exact cover of the rows and it falls back
     on the all-ones columns (word vectors: text-500 with eta fixed certified 1.32397, the
-    all-ones cover, until round 26 and 1% only at round 64; with the fill, 1.2409 at round 1
-    and 1% at round 20; docs/history.md). The fill lets the columns undershoot where they
-    overshoot nothing, and fills the rest along the mDP rows.
+    all-ones cover, until round 26 and 1% only at round 64; with the fill from round 11,
+    1.2325 there and 1% at round 22; docs/history.md). The columns may then undershoot the
+    row sums, and f makes up the rest along the mDP rows.
 
     A live HiGHS model (simplex): columns are appended as they are priced (a primal simplex
     carries on from the last basis), never deleted, and the cone rows of f join only when f

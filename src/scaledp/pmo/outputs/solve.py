@@ -290,10 +290,9 @@ class _Decomposition:
 
     def upper_step(self, lam: np.ndarray, b: np.ndarray, slack: float) -> float:
         """Improve the upper bound: the elastic free master (or, when its repair fails, the
-        exact one); the filled free master when that cover has leaned on the all-ones columns for
-        ``FILL_AFTER`` steps; then,
-        once the slack is small, the stabilised master's own matrix. Returns the free masters'
-        seconds."""
+        exact one); the filled free master once that cover has leaned on the all-ones columns
+        at ``FILL_AFTER`` steps in a row; then, once the slack is small, the stabilised
+        master's own matrix. Returns the free masters' seconds."""
         out = self.solve_elastic(lam) if self.repair.ready() else None
         lam_f, b_f, secs_free = out if out is not None else self.solve_free()
         ones = self.free.R[:, :self.n_comp] @ b_f[:self.n_comp]   # the first columns: all-ones, never pruned
