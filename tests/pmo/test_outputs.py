@@ -369,6 +369,22 @@ def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_colu
     assert max(ahead) > 1e-3 and min(ahead) > -1e-9
 
 
+def test_a_filled_master_that_gives_up_is_not_tried_again(monkeypatch):
+    import scaledp.pmo.outputs.solve as po
+    monkeypatch.setattr(po, "FILL_ITERATIONS", 1e-9)     # every solve stops at its first iteration
+    res = solve_outputs(_word_like_space(), gap=1e-3)
+    assert res.stats["filled_tried"] == 1 and res.stats["filled_given_up"] == 1
+    assert res.stats["filled_best"] == 0
+    assert res.status == "optimal" and res.mechanism.verification.passed
+
+
+def test_the_filled_master_waits_for_a_constant_mechanism_near_the_bound(monkeypatch):
+    import scaledp.pmo.outputs.solve as po
+    monkeypatch.setattr(po, "FILL_NEAR", -1.0)           # no constant mechanism is ever near enough
+    res = solve_outputs(_word_like_space(), gap=1e-3)
+    assert res.stats["filled_tried"] == 0
+
+
 def test_the_filled_master_is_not_tried_where_the_free_master_covers_the_rows(case):
     space, _ = case
     assert solve_outputs(space, gap=1e-4).stats["filled_tried"] == 0
@@ -387,8 +403,8 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
     made = []
 
     class Recording(FilledMaster):
-        def __init__(self, *args):
-            super().__init__(*args)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
             self.args, self.columns = args, []
             made.append(self)
 
@@ -423,6 +439,10 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
     assert value <= exact.objective * (1 + 1e-9)
     assert value < exact.objective * (1 - 1e-5)           # and here the fill makes it cheaper
     assert fm.in_model.sum() < m                          # not every cone row was needed
+    capped = FilledMaster(A, fill_cost, k0, K, tol, max_iterations=1)
+    for cols in made[0].columns:
+        capped.add(*cols)
+    assert capped.solve() is None                         # a solve past its iterations gives up
     np.testing.assert_allclose(Z.sum(axis=1), 1.0, atol=1e-7)
     assert Z.min() >= 0
     graph = MDPGraph.from_space(space)

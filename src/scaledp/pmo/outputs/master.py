@@ -275,7 +275,7 @@ class FilledMaster:
     """
 
     def __init__(self, A: sp.csr_matrix, fill_cost: np.ndarray, fill_output: int, n_outputs: int,
-                 tolerance: float) -> None:
+                 tolerance: float, max_iterations: int | None = None) -> None:
         self.A = sp.csr_matrix(A)
         self.n = self.A.shape[1]
         self.k0, self.K = int(fill_output), int(n_outputs)
@@ -285,6 +285,7 @@ class FilledMaster:
         self.in_model = np.zeros(self.A.shape[0], dtype=bool)   # the cone rows of f in the model
         self.blocks: list[tuple[np.ndarray, np.ndarray]] = []   # the columns as added, with their owners
         self.iterations = 0
+        self.max_iterations = max_iterations   # simplex iterations a solve may take (None: no limit)
 
     def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
         """Append columns: points of P, each charged ``g`` and given to ``owner``."""
@@ -295,10 +296,16 @@ class FilledMaster:
         self.blocks.append((R, np.asarray(owner)))   # kept as given: no copy of all columns per call
 
     def solve(self) -> np.ndarray | None:
-        """The optimal matrix (to HiGHS's tolerance: certify it), or None if HiGHS failed."""
+        """The optimal matrix (to HiGHS's tolerance: certify it), or None if HiGHS failed or
+        the solve (with its added rows) reached ``max_iterations``."""
+        left = self.max_iterations
         while True:
+            if left is not None:
+                self.lp.set_option("simplex_iteration_limit", max(1, left))
             sol = self.lp.solve(fetch=("x",))
             self.iterations += sol.iterations
+            if left is not None:
+                left -= sol.iterations
             if sol.status != "optimal" or sol.x is None:
                 return None
             x = np.maximum(sol.x, 0.0)

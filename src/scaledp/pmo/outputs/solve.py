@@ -105,6 +105,18 @@ vectors lean at every step until the run ends; Gaussian data only at its first t
 solve at 1,000 records for nothing the next step would not give; grid and road data do not
 lean after their first step. Measured in docs/history.md."""
 
+FILL_NEAR = 0.25
+"""The fill is given to one output, k0, so it is cheap only where that output suits every
+record: the filled master is solved only while the constant mechanism that releases k0
+costs at most this much more than the lower bound. Word vectors: 2-10% (one word near all);
+Gaussian data 46-74%, where the fill must bend hard away from the centre and the filled LP
+ran for over 10 minutes at 5,000 records with eta fixed (docs/history.md)."""
+
+FILL_ITERATIONS = 10
+"""A filled-master solve that takes more than this times N simplex iterations is given up,
+and the filled master with it for the rest of the run: a bound on its work that depends on
+no clock (word vectors need 1-3 x N a step)."""
+
 EXACT_TOL = 1e-8
 """The dense interior-point method's tolerance for an exact master."""
 
@@ -197,6 +209,9 @@ class _Decomposition:
         self.free = ColumnMaster(N, tolerance, self.comp)     # solved without: mechanisms (the upper bound)
         self.filled: FilledMaster | None = None             # the free master with an mDP fill, once needed
         self.leaning = 0                                    # upper steps in a row whose cover leaned on the all-ones
+        self.fill_output = int(np.argmin(self.C.sum(axis=0)))  # the best constant mechanism's output
+        self.constant = float(self.C[:, self.fill_output].sum())   # and its cost
+        self.fill_given_up = False
         self.tolerance = tolerance
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
@@ -214,7 +229,7 @@ class _Decomposition:
         self.rebalance = _Backoff()
         self.repair = _Backoff()
         self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
-                       "repaired_failed": 0, "filled_tried": 0, "filled_best": 0}
+                       "repaired_failed": 0, "filled_tried": 0, "filled_best": 0, "filled_given_up": 0}
 
     def add(self, R: np.ndarray) -> None:
         costs = self.C.T @ R                  # (K, n_new): c_k' r_s
@@ -276,15 +291,18 @@ class _Decomposition:
         given every new column), certified; returns its seconds."""
         t0 = time.perf_counter()
         if self.filled is None:
-            # the fill goes to the output that is cheapest over all records: the best constant mechanism's
-            k0 = int(np.argmin(self.C.sum(axis=0)))
-            self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance)
+            k0 = self.fill_output
+            self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance,
+                                       max_iterations=FILL_ITERATIONS * self.master.n)
             self.filled.add(self.free.R, self.free.owner, self.free.cost)
         Z = self.filled.solve()
         secs = time.perf_counter() - t0
         self.t["free"] += secs
         self.counts["filled_tried"] += 1
-        if Z is not None and self.certified(Z):
+        if Z is None:
+            self.fill_given_up = True
+            self.counts["filled_given_up"] = 1
+        elif self.certified(Z):
             self.counts["filled_best"] += 1
         return secs
 
@@ -297,7 +315,7 @@ class _Decomposition:
         lam_f, b_f, secs_free = out if out is not None else self.solve_free()
         ones = self.free.R[:, :self.n_comp] @ b_f[:self.n_comp]   # the first columns: all-ones, never pruned
         self.leaning = self.leaning + 1 if float(ones.mean()) >= FILL_WHEN else 0
-        if self.leaning >= FILL_AFTER:
+        if self.leaning >= FILL_AFTER and not self.fill_given_up and self.constant <= (1.0 + FILL_NEAR) * self.lb:
             secs_free += self.solve_filled()
         self.free.prune(lam_f, b_f, 4 * self.master.n)
         if slack < REBALANCE_SLACK * self.master.n and self.rebalance.ready():
