@@ -81,9 +81,10 @@ def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, ex
             out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
                    "gap": res.gap, "loss": res.upper_bound, "lower": res.lower_bound,
                    "audit": bool(res.mechanism.verification.passed), "executor": res.stats.get("executor", "-"),
-                   # how often each upper-bound candidate was tried and gave the best (outputs only)
+                   # how often each upper-bound candidate was tried, gave the best, failed or was
+                   # given up (outputs only)
                    "candidates": {k: v for k, v in res.stats.items()
-                                  if k.endswith(("_tried", "_best", "_failed"))},
+                                  if k.endswith(("_tried", "_best", "_failed", "_given_up"))},
                    **{f"{k}_seconds": float(v) for k, v in res.timings.items() if k != "total"},
                    **({"pricing_wall_seconds": sum(c["wall"] for c in calls),
                        "pricing_slowest_group_seconds": sum(c["compute_max"] for c in calls),

@@ -350,7 +350,7 @@ def _word_like_space():
     return build_space(gaussian(60, 12, seed=5), epsilon=0.35, eta=6.0, n_outputs=12, cost="distance", seed=6)
 
 
-def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_columns(monkeypatch):
+def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_columns(monkeypatch, tmp_path):
     # points like word vectors: the priced columns do not combine into an exact cover, so the
     # free master keeps the all-ones columns, and the filled master gives the bound
     import scaledp.pmo.outputs.solve as po
@@ -361,6 +361,11 @@ def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_colu
     assert res.status == "optimal" and res.gap <= 1e-3
     assert res.mechanism.verification.passed
     assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 2e-7) + 2e-12
+    m = res.mechanism                                    # the common checks, on the run the filled master served
+    check_probabilities(m.matrix)
+    check_exact_mdp(m.matrix, m.epsilon, *space.neighbor_pairs)
+    check_save_load(m, tmp_path)
+    check_sampling(m)
     # without it the same rounds certify less: the fill beat every other candidate somewhere
     monkeypatch.setattr(po, "FILL_AFTER", 10**9)
     without = solve_outputs(space, gap=1e-3)

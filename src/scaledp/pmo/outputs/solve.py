@@ -211,7 +211,6 @@ class _Decomposition:
         self.leaning = 0                                    # upper steps in a row whose cover leaned on the all-ones
         self.fill_output = int(np.argmin(self.C.sum(axis=0)))  # the best constant mechanism's output
         self.constant = float(self.C[:, self.fill_output].sum())   # and its cost
-        self.fill_given_up = False
         self.tolerance = tolerance
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
@@ -300,8 +299,7 @@ class _Decomposition:
         self.t["free"] += secs
         self.counts["filled_tried"] += 1
         if Z is None:
-            self.fill_given_up = True
-            self.counts["filled_given_up"] = 1
+            self.counts["filled_given_up"] = 1   # for the rest of the run
         elif self.certified(Z):
             self.counts["filled_best"] += 1
         return secs
@@ -315,7 +313,8 @@ class _Decomposition:
         lam_f, b_f, secs_free = out if out is not None else self.solve_free()
         ones = self.free.R[:, :self.n_comp] @ b_f[:self.n_comp]   # the first columns: all-ones, never pruned
         self.leaning = self.leaning + 1 if float(ones.mean()) >= FILL_WHEN else 0
-        if self.leaning >= FILL_AFTER and not self.fill_given_up and self.constant <= (1.0 + FILL_NEAR) * self.lb:
+        if (self.leaning >= FILL_AFTER and not self.counts["filled_given_up"]
+                and self.constant <= (1.0 + FILL_NEAR) * self.lb):
             secs_free += self.solve_filled()
         self.free.prune(lam_f, b_f, 4 * self.master.n)
         if slack < REBALANCE_SLACK * self.master.n and self.rebalance.ready():
