@@ -292,7 +292,7 @@ class _Decomposition:
         if self.filled is None:
             k0 = self.fill_output
             self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance,
-                                       max_iterations=FILL_ITERATIONS * self.master.n)
+                                       max_iterations=int(FILL_ITERATIONS * self.master.n))
             self.filled.add(self.free.R, self.free.owner, self.free.cost)
         Z = self.filled.solve()
         secs = time.perf_counter() - t0
