@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Bootstrap and run scaledp on a fresh machine that has only Python 3.11.
+# Bootstrap and run certdp on a fresh machine that has only Python 3.11.
 #   bash run.sh demo          install (once) and run the main job on generated data
 #   bash run.sh test          install (once) and run the default test suite
 #   bash run.sh bench NAME    run one benchmark, e.g. paper000.decompositions (benchmarks/paper000/decompositions.py)
-#   bash run.sh scaledp ARGS  run the CLI from the project's environment
+#   bash run.sh certdp ARGS  run the CLI from the project's environment
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-}"
@@ -14,9 +14,9 @@ VENV=.venv
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-stamp="$VENV/.scaledp-installed"
+stamp="$VENV/.certdp-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "run.sh: installing scaledp and its test extras into $VENV (the first time takes a few minutes) ..." >&2
+  echo "run.sh: installing certdp and its test extras into $VENV (the first time takes a few minutes) ..." >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
   "$VENV/bin/python" -m pip install -q -e ".[test]"
   touch "$stamp"
@@ -26,7 +26,7 @@ cmd="${1:-demo}"
 shift || true
 case "$cmd" in
   demo)
-    exec "$VENV/bin/scaledp" demo "$@" ;;
+    exec "$VENV/bin/certdp" demo "$@" ;;
   test)
     set +e
     "$VENV/bin/python" -m pytest -q "$@"
@@ -38,8 +38,8 @@ case "$cmd" in
   bench)
     name="${1:?usage: bash run.sh bench PAPER.SCRIPT, e.g. paper000.decompositions}"; shift
     exec "$VENV/bin/python" -m "benchmarks.${name%.py}" "$@" ;;
-  scaledp)
-    exec "$VENV/bin/scaledp" "$@" ;;
+  certdp)
+    exec "$VENV/bin/certdp" "$@" ;;
   *)
-    echo "usage: bash run.sh demo|test|bench NAME|scaledp ARGS" >&2; exit 2 ;;
+    echo "usage: bash run.sh demo|test|bench NAME|certdp ARGS" >&2; exit 2 ;;
 esac

@@ -232,7 +232,7 @@ CASES = SOLVE + FILES + COMPARE + LRGEO + VIEWS
 
 def make_files(d: Path) -> None:
     """The files the cases refer to, in the folder the cases run in."""
-    from scaledp import build_space, parse_dataset, solve
+    from certdp import build_space, parse_dataset, solve
 
     sp = build_space(parse_dataset("grid:3x3"), epsilon=1.0, eta=1.5, seed=1)
     mech = solve(sp).mechanism
@@ -264,7 +264,7 @@ def run_case(case: Case, d: Path) -> tuple[int, str, list[str]]:
 
     from click.testing import CliRunner
 
-    from scaledp.cli import main
+    from certdp.cli import main
 
     before = {p.name for p in d.iterdir()}
     cwd = os.getcwd()
@@ -303,7 +303,7 @@ def main(out: str | None = None) -> int:
             shown = " ".join(case.args).replace("\x00", "\\x00")     # a NUL byte, written as Python would
             rows.append(f"| `{shown[:90]}`{' (stdin ' + repr(case.stdin)[:20] + ')' if case.stdin is not None else ''} "
                         f"| {code} | {msg} | {verdict} |")
-    text = "\n".join(["# Bad inputs and what scaledp does with them", "",
+    text = "\n".join(["# Bad inputs and what certdp does with them", "",
                       f"`python -m tests.bad_inputs` ran {len(CASES)} bad inputs through the real command group "
                       f"({failures} not as expected). Each must exit with 1 (a solver limit), 2 (bad input) or 3 "
                       "(an unverifiable file), name the option or file, show no traceback and write nothing.", "",

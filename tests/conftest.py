@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scaledp import Space, build_space
-from scaledp.datasets import gaussian, grid, latlon
+from certdp import Space, build_space
+from certdp.datasets import gaussian, grid, latlon
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -35,7 +35,7 @@ def small_spaces() -> dict[str, Space]:
         "precomputed": Space(cost=D[:, :6], prior=np.full(12, 1 / 12), epsilon=2.0, eta=1.0,
                              metric="precomputed", distance_matrix=D, output_records=np.arange(6)),
         "disconnected": build_space(
-            __import__("scaledp").datasets.planar(np.array([[0, 0], [0.5, 0], [1.0, 0.1], [5, 5], [5.4, 5], [9, 9]])),
+            __import__("certdp").datasets.planar(np.array([[0, 0], [0.5, 0], [1.0, 0.1], [5, 5], [5.4, 5], [9, 9]])),
             epsilon=2.0, eta=0.8, seed=6),
     }
 

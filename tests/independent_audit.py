@@ -1,4 +1,4 @@
-"""An audit of a mechanism file written without scaledp's code: numpy to read the file and
+"""An audit of a mechanism file written without certdp's code: numpy to read the file and
 recompute the protected pairs, Python's decimal arithmetic (60 digits) to decide every
 inequality ``x <= exp(eps d) y`` as ``ln x - ln y <= eps d``, so no float overflow, NaN or
 rounding can pass a violation."""

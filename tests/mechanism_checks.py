@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from scaledp import Mechanism, verify
-from scaledp.audit import audit_file
+from certdp import Mechanism, verify
+from certdp.audit import audit_file
 
 
 def check_probabilities(Z: np.ndarray) -> None:

@@ -1,5 +1,5 @@
 """Independent computations for paper 002's tests: its setting, and its LPs written out with
-every constraint and solved by scipy (not by scaledp's code)."""
+every constraint and solved by scipy (not by certdp's code)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 import numpy as np
 from scipy.optimize import linprog
 
-from scaledp import Space
-from scaledp.datasets import build_space, gaussian
-from scaledp.family.constopt import nearest_outputs
+from certdp import Space
+from certdp.datasets import build_space, gaussian
+from certdp.family.constopt import nearest_outputs
 
 
 def metric_space(n: int, dim: int = 2, eps: float = 2.0, seed: int = 0) -> Space:

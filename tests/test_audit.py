@@ -1,15 +1,15 @@
-"""Exact verification, the losses of a file, and the audit of a file written without scaledp."""
+"""Exact verification, the losses of a file, and the audit of a file written without certdp."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from scaledp import Mechanism, verify
-from scaledp.audit import MechanismFileError, audit_file
-from scaledp.certify import certify
-from scaledp.measures import expected_loss, quantile_loss, worst_case_loss
-from scaledp.space import Geometry
+from certdp import Mechanism, verify
+from certdp.audit import MechanismFileError, audit_file
+from certdp.certify import certify
+from certdp.measures import expected_loss, quantile_loss, worst_case_loss
+from certdp.space import Geometry
 
 EDGE = np.array([[0, 1]])
 D1 = np.array([1.0])
@@ -35,7 +35,7 @@ def _nearly_stochastic(seed: int):
     """A mechanism with exact row sums (rebalanced cone matrix), plus a small tent added to one
     output: every column is still in the mDP cone, but the rows near the tent's centre are off
     1 (rows far away by less than 1e-7)."""
-    from scaledp.pmo.upper import rebalance_rows
+    from certdp.pmo.upper import rebalance_rows
     n, k, eps = 30, 8, 1.3
     Z, cost, E, d = _cone_matrix(n, k, eps, seed)
     Z2 = rebalance_rows(Z, cost, eps, E, d)
@@ -93,7 +93,7 @@ def third_party_file(path, matrix, epsilon=1.0, **extra):
     return path
 
 
-def test_audit_file_works_on_a_file_written_without_scaledp(tmp_path):
+def test_audit_file_works_on_a_file_written_without_certdp(tmp_path):
     """The format is plain numpy: a third party's file is audited the same way."""
     bad = audit_file(third_party_file(tmp_path / "bad.npz", [[0.9, 0.1], [0.1, 0.9]]))
     assert bad.status == "failed" and bad.verify.violations == 2   # ln(9) > 1: a real violation
@@ -137,7 +137,7 @@ def test_an_unreadable_file_is_a_clear_error(tmp_path, content):
         audit_file(p)
 
 
-def test_a_truncated_scaledp_file_is_a_clear_error(tmp_path):
+def test_a_truncated_certdp_file_is_a_clear_error(tmp_path):
     p = third_party_file(tmp_path / "t.npz", [[0.7, 0.3], [0.3, 0.7]])
     data = p.read_bytes()
     p.write_bytes(data[: len(data) // 2])

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaledp import verify
-from scaledp.certify import certify
-from scaledp.family.exponential import exponential_matrix
+from certdp import verify
+from certdp.certify import certify
+from certdp.family.exponential import exponential_matrix
 
 EDGE = np.array([[0, 1]])
 D1 = np.array([1.0])
@@ -34,7 +34,7 @@ def _nearly_stochastic(seed: int):
     """A mechanism with exact row sums (rebalanced cone matrix), plus a small tent added to one
     output: every column is still in the mDP cone, but the rows near the tent's centre are off
     1 (rows far away by less than 1e-7)."""
-    from scaledp.pmo.upper import rebalance_rows
+    from certdp.pmo.upper import rebalance_rows
     n, k, eps = 30, 8, 1.3
     Z, cost, E, d = _cone_matrix(n, k, eps, seed)
     Z2 = rebalance_rows(Z, cost, eps, E, d)

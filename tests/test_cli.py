@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from scaledp.cli import main
+from certdp.cli import main
 
 KEYS = {"method", "n_records", "n_outputs", "expected_loss", "lower_bound", "upper_bound", "gap", "seconds",
         "constraints_before", "constraints_after"}
@@ -266,8 +266,8 @@ def test_cli_every_view_method_builds_saves_and_answers(tmp_path, method):
     need = {"mst": "mbi", "aim": "mbi", "privbayes": "DataSynthesizer"}.get(method)
     if need:
         pytest.importorskip(need)
-    from scaledp.views.tensor import CountTensor, Domain
-    from scaledp.views.view import Workload, true_answers
+    from certdp.views.tensor import CountTensor, Domain
+    from certdp.views.view import Workload, true_answers
 
     table = tmp_path / "t.csv"
     df, doms = _write_table(table, n=2000)
@@ -292,7 +292,7 @@ def test_cli_every_view_method_builds_saves_and_answers(tmp_path, method):
 def test_cli_view_methods_are_the_library_registry():
     """`view build --method` lists exactly the methods build_view knows (the CLI keeps its own
     list so that starting the command does not import every view module)."""
-    from scaledp.views.build import METHODS
+    from certdp.views.build import METHODS
 
     build = next(c for c in main.commands["view"].commands["build"].params if c.name == "method")
     assert set(build.type.choices) == set(METHODS)

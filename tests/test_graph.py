@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import dijkstra
 
-from scaledp import MDPGraph, build_space
-from scaledp.datasets import gaussian, grid
+from certdp import MDPGraph, build_space
+from certdp.datasets import gaussian, grid
 
 
 def brute_force_implied(g: MDPGraph) -> np.ndarray:

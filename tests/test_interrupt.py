@@ -24,7 +24,7 @@ RUNS = {
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_ctrl_c_during_a_run_with_two_worker_processes(tmp_path, run):
     out = tmp_path / "m.npz"
-    args = [sys.executable, "-m", "scaledp.cli", "solve", *RUNS[run], "--epsilon", "1", "--eta", "1.5",
+    args = [sys.executable, "-m", "certdp.cli", "solve", *RUNS[run], "--epsilon", "1", "--eta", "1.5",
             "--cost", "travel", "--workers", "2", "--out", str(out)]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     first = p.stderr.readline()               # the first progress line (after 5 s): the workers run

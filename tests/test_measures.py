@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaledp import solve
-from scaledp.datasets import build_space, planar
-from scaledp.family.exponential import exponential_mechanism
-from scaledp.measures import _pair_tight, epsilon_tight, packing_lower_bound
+from certdp import solve
+from certdp.datasets import build_space, planar
+from certdp.family.exponential import exponential_mechanism
+from certdp.measures import _pair_tight, epsilon_tight, packing_lower_bound
 
 from .paper002 import brute_tight, metric_space
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaledp import Mechanism, solve
-from scaledp.family.constopt import weighted_exponential_mechanism
-from scaledp.mechanism import UnverifiedMechanismError
+from certdp import Mechanism, solve
+from certdp.family.constopt import weighted_exponential_mechanism
+from certdp.mechanism import UnverifiedMechanismError
 
 from .conftest import small_spaces
 from .mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load

@@ -7,9 +7,9 @@ import importlib
 import pytest
 from click.testing import CliRunner
 
-import scaledp._optional as opt
-from scaledp.cli import main
-from scaledp.lp.executors import make_runner
+import certdp._optional as opt
+from certdp.cli import main
+from certdp.lp.executors import make_runner
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def without(monkeypatch):
 
 def test_the_dask_executor_names_the_distributed_extra(without):
     without("dask")
-    with pytest.raises(opt.MissingExtraError, match=r"pip install 'scaledp\[distributed\]'"):
+    with pytest.raises(opt.MissingExtraError, match=r"pip install 'certdp\[distributed\]'"):
         make_runner([], executor="dask", workers=1)
 
 
@@ -36,16 +36,16 @@ def test_plots_name_the_plot_extra_on_the_command_line(without, tmp_path):
     without("matplotlib")
     res = CliRunner().invoke(main, ["solve", "--dataset", "grid:3x4", "--epsilon", "1", "--eta", "1.5",
                                     "--method", "outputs", "--plot", str(tmp_path)])
-    assert res.exit_code == 1 and "scaledp[plot]" in res.output
+    assert res.exit_code == 1 and "certdp[plot]" in res.output
     assert "Traceback" not in res.output
 
 
-def test_importing_scaledp_leaves_the_heavy_libraries_to_the_code_that_needs_them():
-    """``import scaledp`` (every CLI call, every worker process) does not import scikit-learn
+def test_importing_certdp_leaves_the_heavy_libraries_to_the_code_that_needs_them():
+    """``import certdp`` (every CLI call, every worker process) does not import scikit-learn
     (k-means partitions only) or pandas (CSV readers, views): together they cost about 0.9 s."""
     import subprocess
     import sys
 
-    code = "import sys, scaledp; print(sorted({'sklearn', 'pandas', 'matplotlib'} & set(sys.modules)))"
+    code = "import sys, certdp; print(sorted({'sklearn', 'pandas', 'matplotlib'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaledp import SolverLimitError, build_space, solve
-from scaledp.cli import main
-from scaledp.datasets import grid
+from certdp import SolverLimitError, build_space, solve
+from certdp.cli import main
+from certdp.datasets import grid
 
 from .independent_audit import independent_audit
 

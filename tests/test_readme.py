@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scaledp.cli import main
+from certdp.cli import main
 
 from .conftest import SHARED_DATA
 
@@ -29,13 +29,13 @@ def blocks(lang: str) -> list[str]:
 
 
 def commands() -> list[tuple[str, str | None]]:
-    """(scaledp arguments, stdin) of every `bash run.sh scaledp ...` line, continuation lines joined."""
+    """(certdp arguments, stdin) of every `bash run.sh certdp ...` line, continuation lines joined."""
     out = []
     for block in blocks("bash"):
         text = re.sub(r"\\\n\s*", " ", block)
         for line in text.splitlines():
             line = line.split("#")[0].strip() if " #" in line else line.strip()
-            m = re.match(r"(?:printf '(.*?)' \| )?bash run\.sh scaledp (.*)", line)
+            m = re.match(r"(?:printf '(.*?)' \| )?bash run\.sh certdp (.*)", line)
             if m:
                 out.append((m.group(2).strip(), m.group(1).encode().decode("unicode_escape") if m.group(1) else None))
     return out
@@ -59,7 +59,7 @@ def run_all(tmp_path: Path, small: bool) -> None:
             if "../shared/data" in a and not SHARED_DATA.exists():
                 continue
             res = CliRunner().invoke(main, shlex.split(a), input=stdin)
-            assert res.exit_code == 0, f"scaledp {a}\n{res.output}"
+            assert res.exit_code == 0, f"certdp {a}\n{res.output}"
             assert "Traceback" not in res.output
     finally:
         os.chdir(cwd)

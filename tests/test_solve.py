@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from scaledp import METHODS, Mechanism, SolveResult, Space, build_space, solve
-from scaledp.datasets import gaussian, grid
+from certdp import METHODS, Mechanism, SolveResult, Space, build_space, solve
+from certdp.datasets import gaussian, grid
 
 
 def metric_space(n: int, dim: int = 2, eps: float = 2.0, seed: int = 0) -> Space:
@@ -56,7 +56,7 @@ def test_an_unknown_method_lists_the_methods(small):
 
 
 def test_the_space_must_be_a_space():
-    with pytest.raises(TypeError, match="scaledp.Space"):
+    with pytest.raises(TypeError, match="certdp.Space"):
         solve(np.eye(3), "lp")
 
 

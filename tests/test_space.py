@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaledp import Space, build_space, parse_dataset
-from scaledp.datasets import gaussian, grid, load_road_network
+from certdp import Space, build_space, parse_dataset
+from certdp.datasets import gaussian, grid, load_road_network
 
 D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.5], [2.0, 1.5, 0.0]])
 P = np.full(3, 1 / 3)
@@ -49,7 +49,7 @@ def test_distance_matrix_is_checked(bad, match):
 
 
 def test_duplicate_points_are_refused():
-    from scaledp.datasets import planar
+    from certdp.datasets import planar
     with pytest.raises(ValueError, match="distance 0"):
         build_space(planar(np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])), epsilon=1.0, eta=1.0, seed=0)
 

@@ -5,7 +5,7 @@ time, on the same instances in the same run.
 
 Instances: ``grid10`` (10 x 10 grid of 1 km cells, K = 25 outputs, eps 1 per km, eta 2 km,
 4 subsets: many rounds for every variant), and the paper-setting instances of
-scaledp.experiments.instances (k-m-DV, 25 subsets).
+certdp.experiments.instances (k-m-DV, 25 subsets).
 
     python -m benchmarks.paper000.benders_ablation
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from scaledp import SolverLimitError, build_space, solve
-from scaledp.datasets import grid
-from scaledp.experiments import instances
-from scaledp.pmo.benders import VARIANTS, _Design, solve_benders
+from certdp import SolverLimitError, build_space, solve
+from certdp.datasets import grid
+from certdp.experiments import instances
+from certdp.pmo.benders import VARIANTS, _Design, solve_benders
 
 from .._common import output_args, write_table
 
@@ -80,7 +80,7 @@ def main() -> None:
                 "involve the master; repair: every round's iterate certified into a mechanism, the cheapest-output "
                 "mechanism lifted to mDP as the first; in-out: blocks solved at 0.2 y + 0.8 core; envelope: the "
                 "separator of docs/pmo.md",
-                "instances: grid10 as in this script's docstring; the others scaledp.experiments.instances"],
+                "instances: grid10 as in this script's docstring; the others certdp.experiments.instances"],
                 raw=raw, args=a)
 
 

@@ -21,8 +21,8 @@ import argparse
 
 import numpy as np
 
-from scaledp import solve
-from scaledp.experiments import instances
+from certdp import solve
+from certdp.experiments import instances
 
 from .._common import output_args, write_table
 

@@ -1,8 +1,8 @@
-"""Paper 000's Table 3 on our machine: Benders (the paper's algorithm and scaledp's improved
+"""Paper 000's Table 3 on our machine: Benders (the paper's algorithm and certdp's improved
 one), the decomposition over outputs, and monolithic HiGHS (dual simplex, interior point) on
 the same instance in the same run.
 
-Instances (scaledp.experiments.instances): the four kinds at 500 records, at the paper's
+Instances (certdp.experiments.instances): the four kinds at 500 records, at the paper's
 settings (``-paper``: epsilon x eta = 20, k-m-DV with 25 subsets) and at the calibrated
 epsilon (epsilon x median neighbour distance = 1). Every solve has a wall-clock cap; a
 decomposition stops at the requested gap (the paper's 1%). Reported per run: status, rounds,
@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from scaledp import SolverLimitError, solve
-from scaledp.experiments import instances
+from certdp import SolverLimitError, solve
+from certdp.experiments import instances
 
 from .._common import output_args, write_table
 
@@ -86,18 +86,18 @@ def main() -> None:
                     notes=[f"caps: Benders {a.benders_cap:g} s, outputs {a.outputs_cap:g} s, monolithic "
                            f"{a.mono_cap:g} s" + (f" (dual simplex {a.simplex_cap:g} s)" if a.simplex_cap else "")
                            + f"; decompositions stop at gap {a.gap:g}",
-                           "benders-paper: the paper's algorithm (--variant paper); benders: scaledp's default "
+                           "benders-paper: the paper's algorithm (--variant paper); benders: certdp's default "
                            "(elastic blocks, a certified upper bound every round, in-out stabilisation, envelope "
                            "inequalities)",
                            "outputs: pricing on threads; outputs-process: on worker processes (--executor process; "
-                           "the first such solve in a run also starts scaledp's fork server)",
+                           "the first such solve in a run also starts certdp's fork server)",
                            "rounds: Benders rounds, column-generation rounds, or simplex/IPM iterations",
                            "certified gap: of the returned mechanism against the run's rigorous lower bound",
                            "speed-up: seconds of the faster monolithic solve that returned a mechanism, over "
                            "this row's seconds (rows within the requested gap only)",
                            "paper k-m-DV s: paper 000 Table 3, 16-core desktop, MATLAB, its own instances "
                            "(Rome road network and grid, MATLAB word2vec, 3-d Gaussian)",
-                           "instances: scaledp.experiments.instances"], raw=raw, args=a)
+                           "instances: certdp.experiments.instances"], raw=raw, args=a)
 
     for name, sp in instances.available(a.instances):
         kind = name.split("-")[0]

@@ -15,9 +15,9 @@ import tracemalloc
 import numpy as np
 import scipy.sparse as sp
 
-from scaledp import MDPGraph, build_space
-from scaledp.datasets import grid
-from scaledp.pmo.model import assemble_pmo
+from certdp import MDPGraph, build_space
+from certdp.datasets import grid
+from certdp.pmo.model import assemble_pmo
 
 from .._common import output_args, write_table
 

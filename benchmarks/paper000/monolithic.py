@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from scaledp import SolverLimitError, build_space, solve
-from scaledp.datasets import grid
+from certdp import SolverLimitError, build_space, solve
+from certdp.datasets import grid
 
 from .._common import output_args, write_table
 

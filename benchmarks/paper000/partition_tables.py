@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from scaledp import MDPGraph
-from scaledp.experiments import instances
-from scaledp.pmo.partition import PARTITIONERS, partition
+from certdp import MDPGraph
+from certdp.experiments import instances
+from certdp.pmo.partition import PARTITIONERS, partition
 
 from .._common import output_args, write_table
 
@@ -53,7 +53,7 @@ def main() -> None:
                  "paper k-m-DV sub mean/max, comp mean/max"],
                 rows, notes=["sizes in records; subproblem = internal records of a subset; master components = "
                              f"connected components of the mDP graph induced on boundary records ({a.edges} edges)",
-                             "instances: scaledp.experiments.instances"], raw=raw, args=a)
+                             "instances: certdp.experiments.instances"], raw=raw, args=a)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ within its cap; a PNG of seconds and rounds against N with the fitted growth exp
 
 Every solve runs in its own process (peak memory is that process's maximum resident set,
 interpreter and instance included) with ``time_limit`` = ``--cap``; the table is rewritten after
-every run, so a long run loses nothing. Instances: :func:`scaledp.experiments.instances.scaling`
+every run, so a long run loses nothing. Instances: :func:`certdp.experiments.instances.scaling`
 (K = 100, epsilon x median neighbour distance = 1). The growth exponent is the least-squares
 slope of log seconds (log rounds) on log N over the sizes that reached the 1% gap.
 """
@@ -64,8 +64,8 @@ class _TreeMemory:
 def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, executor: str, conn) -> None:
     import resource
 
-    from scaledp import SolverLimitError, solve
-    from scaledp.experiments.instances import scaling
+    from certdp import SolverLimitError, solve
+    from certdp.experiments.instances import scaling
 
     try:
         tree = _TreeMemory() if executor != "threads" else None

@@ -1,7 +1,7 @@
 """Paper 002, Figure 1: L_q (q = 0.95) against epsilon_tight (delta = 1e-3) for every mechanism,
 with the packing lower bound and the uniform-output loss, on vocabularies (text, word2vec) and
 Helsinki points of interest (loc), as the paper compares them: each method is calibrated
-(:func:`scaledp.experiments.compare.match_tight`) to the same measured epsilon_tight, within 1%.
+(:func:`certdp.experiments.compare.match_tight`) to the same measured epsilon_tight, within 1%.
 
 Madlib (text) and planar Laplace (loc) are Monte Carlo estimates with ``--draws`` per record;
 their L_q carries a standard error, and their epsilon_tight is that of the estimated matrix
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from scaledp.experiments.compare import baseline_rows, compare_row, match_tight
-from scaledp.experiments.instances import uai
+from certdp.experiments.compare import baseline_rows, compare_row, match_tight
+from certdp.experiments.instances import uai
 
 from .._common import output_args, target, write_table
 
@@ -99,7 +99,7 @@ def main() -> None:
         write_table(name, title, ["target epsilon_tight", "method", "epsilon", "epsilon_tight", "matched", "L_0.95",
                                   "L_0.95 s.e.", "worst-case loss", "seconds"], rows, notes=[
             "each method calibrated by bisection on epsilon until its measured epsilon_tight is the target within 1% "
-            "(scaledp compare --match-tight); seconds: the final solve",
+            "(certdp compare --match-tight); seconds: the final solve",
             "ConstOPTMech: r = 10, lambda chosen by L_0.95 from {0.001, 0.1, 1, 10, 50}; SpannerMech: delta = 2 "
             "(worst-case objective, as OPTMech)",
             f"{noise}: {a.draws} Monte Carlo draws per record; its epsilon_tight is the estimated matrix's, capped "

@@ -8,7 +8,7 @@ each method's time over ConstOPTMech (r = 10)'s at the same n, measured in the s
     python -m benchmarks.paper002.table2 [--sizes 50,100,150,300,400,1000] [--cap 1800] [--kind text]
 
 With ``--match-tight T`` every method is first calibrated to the same measured epsilon_tight T
-(:func:`scaledp.experiments.compare.match_tight`, within 1%), as paper 002 compares methods;
+(:func:`certdp.experiments.compare.match_tight`, within 1%), as paper 002 compares methods;
 the seconds are then those of the final solve at the epsilon found, the cap covers the whole
 calibration, and L_0.95 is reported beside the worst-case loss:
 
@@ -21,10 +21,10 @@ import argparse
 import multiprocessing as mp
 import time
 
-from scaledp import solve
-from scaledp.experiments.compare import match_tight
-from scaledp.experiments.instances import uai, words_file
-from scaledp.measures import quantile_loss
+from certdp import solve
+from certdp.experiments.compare import match_tight
+from certdp.experiments.instances import uai, words_file
+from certdp.measures import quantile_loss
 
 from .._common import output_args, write_table
 

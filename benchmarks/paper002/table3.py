@@ -2,7 +2,7 @@
 on a 200-word vocabulary: L_0.95, LP constraints and seconds per single LP.
 
 With ``--match-tight T`` each configuration is first calibrated to the measured epsilon_tight T
-(:func:`scaledp.experiments.compare.match_tight`), so that the rows compare losses at the same
+(:func:`certdp.experiments.compare.match_tight`), so that the rows compare losses at the same
 privacy as the paper's figures do; without it, every row runs at ``--epsilon``.
 
     python -m benchmarks.paper002.table3 [--n 200] [--epsilon 8 | --match-tight 4]
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from scaledp import solve
-from scaledp.experiments.compare import match_tight
-from scaledp.experiments.instances import uai
-from scaledp.measures import quantile_loss
+from certdp import solve
+from certdp.experiments.compare import match_tight
+from certdp.experiments.instances import uai
+from certdp.measures import quantile_loss
 
 from .._common import output_args, write_table
 

@@ -1,4 +1,4 @@
-"""LR-Geo as a service under load: one server process (`scaledp lrgeo serve`) and 10, 50 and 100
+"""LR-Geo as a service under load: one server process (`certdp lrgeo serve`) and 10, 50 and 100
 concurrent users (threads of this process, each a full LRGeoClient: its own LR set,
 coefficients, upload, wait and certification), with rounds of 4 and of 10 users.
 
@@ -24,8 +24,8 @@ import urllib.request
 
 import numpy as np
 
-from scaledp.datasets.city import grid_city
-from scaledp.lrgeo.client import LRGeoClient
+from certdp.datasets.city import grid_city
+from certdp.lrgeo.client import LRGeoClient
 
 from .._common import output_args, write_table
 
@@ -48,7 +48,7 @@ def _memory_mb(pid: int) -> float | None:
 
 def _start(grid: str, round_users: int, round_wait: float) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "scaledp.cli", "lrgeo", "serve", "--grid", grid, "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "certdp.cli", "lrgeo", "serve", "--grid", grid, "--port",
                              str(port), "--round-users", str(round_users), "--round-wait", str(round_wait),
                              "--max-pending", "1000", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"

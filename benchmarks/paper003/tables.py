@@ -37,13 +37,13 @@ import time
 
 import numpy as np
 
-from scaledp.datasets.city import grid_city, helsinki, load_world
-from scaledp.experiments.instances import data_dir
-from scaledp.experiments.lrgeo import run_baseline
-from scaledp.lrgeo.measures import measure_round
-from scaledp.lrgeo.protocol import run_round
-from scaledp.lrgeo.table import build_table
-from scaledp.lrgeo.user import LRGeoParams
+from certdp.datasets.city import grid_city, helsinki, load_world
+from certdp.experiments.instances import data_dir
+from certdp.experiments.lrgeo import run_baseline
+from certdp.lrgeo.measures import measure_round
+from certdp.lrgeo.protocol import run_round
+from certdp.lrgeo.table import build_table
+from certdp.lrgeo.user import LRGeoParams
 
 from .._common import output_args, write_table
 

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from scaledp.experiments.instances import data_dir
+from certdp.experiments.instances import data_dir
 
 from .._common import output_args, write_table
 
@@ -38,19 +38,19 @@ METHODS = ("ripost", "hdpview", "privtree", "identity", "hdmm", "dawa", "privbay
 
 
 def load():
-    from scaledp.views import adult
+    from certdp.views import adult
 
     return adult.read(DATA / "adult.data"), adult.domains(DATA / "adult.names")
 
 
 def tensor_of(df, doms, cols):
-    from scaledp.views import CountTensor
+    from certdp.views import CountTensor
 
     return CountTensor.from_frame(df, list(cols), {c: doms[c] for c in cols}, overflow="bin")
 
 
 def compare(t, methods, reps, seed, qcols, eps=0.1, params=None):
-    from scaledp.experiments.views import compare_views
+    from certdp.experiments.views import compare_views
 
     rows, _, _ = compare_views(t, methods, eps, 3000, qcols, reps, np.random.default_rng(seed), params)
     return {r.method: r for r in rows}
@@ -158,7 +158,7 @@ def figure7(a, df, doms):
 
 
 def figure15(a, df, doms):
-    from scaledp.views import Workload, build_view, rmse, true_answers
+    from certdp.views import Workload, build_view, rmse, true_answers
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
     rng = np.random.default_rng(a.seed)
@@ -193,8 +193,8 @@ def figure15(a, df, doms):
 
 
 def figure3(a, df, doms):
-    from scaledp.experiments.views import share_converged_with_error
-    from scaledp.views import build_view
+    from certdp.experiments.views import share_converged_with_error
+    from certdp.views import build_view
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
     rng = np.random.default_rng(a.seed)
@@ -217,9 +217,9 @@ def decomposition(a, df, doms):
     """Where each method's error comes from: the RMSE of the view with exact leaf sums (the
     aggregation error alone) and of the leaf noise alone; plus the convergence tests' Laplace
     scales by depth for both RIPOST variants (from the views' parameters)."""
-    from scaledp.experiments.views import leaf_truth
-    from scaledp.views import Workload, build_view, rmse, true_answers
-    from scaledp.views.view import answer_boxes
+    from certdp.experiments.views import leaf_truth
+    from certdp.views import Workload, build_view, rmse, true_answers
+    from certdp.views.view import answer_boxes
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
     rng = np.random.default_rng(a.seed)
@@ -259,7 +259,7 @@ def leaf_budget(a, df, doms):
     """RIPOST's leaves at Algorithm 1's eps_p against each path's whole remainder, paired: the
     same seed gives both the same decomposition (the leaves are drawn last), so the rows differ
     only in the leaves' noise. Also the spend of the paths, from the accountant."""
-    from scaledp.views import Workload, build_view, rmse, true_answers
+    from certdp.views import Workload, build_view, rmse, true_answers
 
     sets = [("age", "hours-per-week"), ("age", "education", "sex"), ("workclass", "education", "marital-status",
                                                                      "race"), FIG5_COLUMNS[:5], FIG5_COLUMNS[:6]]
@@ -297,7 +297,7 @@ def _build_child(method: str, eps: float, conn) -> None:
     """Runs in a fresh process: build the 14-column view, report seconds, blocks and peak RSS."""
     import resource
 
-    from scaledp.views import build_view
+    from certdp.views import build_view
 
     try:
         df, doms = load()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaledp import build_space, parse_dataset, solve
-from scaledp.datasets import clustered_vocabulary, embeddings, grid, read_word2vec_bin, road_network, travel_cost
-from scaledp.space import haversine_km
+from certdp import build_space, parse_dataset, solve
+from certdp.datasets import clustered_vocabulary, embeddings, grid, read_word2vec_bin, road_network, travel_cost
+from certdp.space import haversine_km
 
 from ..conftest import shared_file
 

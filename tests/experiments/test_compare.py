@@ -6,10 +6,10 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from scaledp import build_space, solve
-from scaledp.cli import main
-from scaledp.datasets import gaussian
-from scaledp.experiments.compare import compare_row, match_tight
+from certdp import build_space, solve
+from certdp.cli import main
+from certdp.datasets import gaussian
+from certdp.experiments.compare import compare_row, match_tight
 
 
 @pytest.fixture(scope="module")

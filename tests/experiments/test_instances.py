@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaledp.experiments.instances import scaling
+from certdp.experiments.instances import scaling
 
 
 @pytest.mark.parametrize("n, lo, hi", [(1000, 18, 24), (2000, 37, 46)])

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scaledp.experiments.views import compare_views, share_converged_with_error
-from scaledp.views.ripost import ripost
-from scaledp.views.view import rmse
+from certdp.experiments.views import compare_views, share_converged_with_error
+from certdp.views.ripost import ripost
+from certdp.views.view import rmse
 
 from ..views.tensors import brute_ae, dense_array, random_tensor
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import gamma, kstest
 
-from scaledp.datasets import build_space, gaussian
-from scaledp.family.additive import NoiseMechanism, estimate_noise_mechanism, laplace_noise
+from certdp.datasets import build_space, gaussian
+from certdp.family.additive import NoiseMechanism, estimate_noise_mechanism, laplace_noise
 
 
 @pytest.mark.parametrize("rng", [None, 5])
@@ -40,7 +40,7 @@ def test_monte_carlo_estimate_has_honest_standard_errors():
 
 
 def test_madlib_refuses_latitude_longitude():
-    from scaledp.datasets import latlon
+    from certdp.datasets import latlon
     ll = np.column_stack([60.1 + 0.01 * np.arange(5), 24.9 + 0.01 * np.arange(5)])
     s = build_space(latlon(ll), epsilon=1.0, eta=math.inf)
     with pytest.raises(ValueError, match="euclidean"):

@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from scaledp import SolverLimitError, solve
-from scaledp.datasets import build_space, planar
-from scaledp.family.constopt import assemble_constopt, constopt_mechanism, weighted_exponential_mechanism
-from scaledp.family.exponential import exponential_mechanism
-from scaledp.lp.highs import INF, HighsLP
-from scaledp.measures import worst_case_loss
+from certdp import SolverLimitError, solve
+from certdp.datasets import build_space, planar
+from certdp.family.constopt import assemble_constopt, constopt_mechanism, weighted_exponential_mechanism
+from certdp.family.exponential import exponential_mechanism
+from certdp.lp.highs import INF, HighsLP
+from certdp.measures import worst_case_loss
 
 from ..paper002 import metric_space, naive_constopt_value
 

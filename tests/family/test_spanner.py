@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import shortest_path
 from scipy.spatial.distance import cdist
 
-from scaledp import solve
-from scaledp.family.spanner import greedy_spanner, spanner_mechanism
+from certdp import solve
+from certdp.family.spanner import greedy_spanner, spanner_mechanism
 
 from ..paper002 import metric_space
 

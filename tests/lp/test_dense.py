@@ -1,11 +1,11 @@
-"""The dense interior-point solver of column-generation masters (scaledp.lp.dense)."""
+"""The dense interior-point solver of column-generation masters (certdp.lp.dense)."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from scaledp.lp.dense import solve_dense_lp
-from scaledp.lp.highs import INF, solve_lp
+from certdp.lp.dense import solve_dense_lp
+from certdp.lp.highs import INF, solve_lp
 
 
 def _highs(R, g, rhs, slack_costs=None):

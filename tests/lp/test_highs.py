@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from scaledp.lp.highs import INF, HighsLP, solve_lp
+from certdp.lp.highs import INF, HighsLP, solve_lp
 
 
 def test_added_columns_give_the_optimum_of_the_larger_lp():

@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from scaledp import solve
-from scaledp.audit import verify
-from scaledp.cli import main
-from scaledp.datasets.city import grid_city, helsinki
-from scaledp.experiments.lrgeo import world_space
-from scaledp.lrgeo.measures import column_inference, measure_round, relaxed_lower_bound, violations
-from scaledp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
-from scaledp.lrgeo.protocol import run_round
-from scaledp.lrgeo.server import LRGeoServer
-from scaledp.lrgeo.table import build_table
-from scaledp.lrgeo.user import LRGeoParams, LRGeoUser, geo_ind_path_distance
+from certdp import solve
+from certdp.audit import verify
+from certdp.cli import main
+from certdp.datasets.city import grid_city, helsinki
+from certdp.experiments.lrgeo import world_space
+from certdp.lrgeo.measures import column_inference, measure_round, relaxed_lower_bound, violations
+from certdp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
+from certdp.lrgeo.protocol import run_round
+from certdp.lrgeo.server import LRGeoServer
+from certdp.lrgeo.table import build_table
+from certdp.lrgeo.user import LRGeoParams, LRGeoUser, geo_ind_path_distance
 
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 

@@ -16,11 +16,11 @@ import urllib.request
 import numpy as np
 import pytest
 
-from scaledp.datasets.city import grid_city
-from scaledp.lrgeo.client import LRGeoClient, ServiceError
-from scaledp.lrgeo.messages import ObfuscationResponse, ProtocolError, TableResponse
-from scaledp.lrgeo.service import Busy, Limits, RoundScheduler, UnknownUser
-from scaledp.lrgeo.user import LRGeoParams, LRGeoUser
+from certdp.datasets.city import grid_city
+from certdp.lrgeo.client import LRGeoClient, ServiceError
+from certdp.lrgeo.messages import ObfuscationResponse, ProtocolError, TableResponse
+from certdp.lrgeo.service import Busy, Limits, RoundScheduler, UnknownUser
+from certdp.lrgeo.user import LRGeoParams, LRGeoUser
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +109,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _scaledp(*args: str) -> list[str]:
-    return [sys.executable, "-m", "scaledp.cli", *args]
+def _certdp(*args: str) -> list[str]:
+    return [sys.executable, "-m", "certdp.cli", *args]
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def server():
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
     port = _free_port()
-    proc = subprocess.Popen(_scaledp("lrgeo", "serve", "--grid", "8x8", "--port", str(port), "--round-users", "4",
+    proc = subprocess.Popen(_certdp("lrgeo", "serve", "--grid", "8x8", "--port", str(port), "--round-users", "4",
                                      "--round-wait", "3", "--quiet"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
@@ -151,10 +151,10 @@ def _post(url: str, body: bytes) -> tuple[int, dict]:
 
 def test_concurrent_user_processes_against_one_server_process(server):
     url, proc = server
-    users = [subprocess.Popen(_scaledp("lrgeo", "user", "--server", url, "--location", str(loc), "--seed", str(loc),
+    users = [subprocess.Popen(_certdp("lrgeo", "user", "--server", url, "--location", str(loc), "--seed", str(loc),
                                        "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for loc in (3, 20, 41, 60)]
-    bad = subprocess.Popen(_scaledp("lrgeo", "user", "--server", url, "--location", "640"),
+    bad = subprocess.Popen(_certdp("lrgeo", "user", "--server", url, "--location", "640"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # a malformed request while the round fills: refused with a reason, nobody else disturbed
     code, body = _post(url + "/table", b'{"type": "TableRequest", "user": "x", "center": [0], "radius_km": 1}')

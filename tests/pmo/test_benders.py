@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaledp import build_space, solve
-from scaledp.datasets import gaussian, grid
-from scaledp.graph import MDPGraph
-from scaledp.pmo.benders import solve_benders
-from scaledp.lp.outcome import SolverLimitError
-from scaledp.pmo.partition import PARTITIONERS, partition
+from certdp import build_space, solve
+from certdp.datasets import gaussian, grid
+from certdp.graph import MDPGraph
+from certdp.pmo.benders import solve_benders
+from certdp.lp.outcome import SolverLimitError
+from certdp.pmo.partition import PARTITIONERS, partition
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.csgraph import dijkstra
 
-from scaledp import MDPGraph, build_space, solve
-from scaledp.datasets import gaussian
+from certdp import MDPGraph, build_space, solve
+from certdp.datasets import gaussian
 
 
 def brute_force_implied(g: MDPGraph) -> np.ndarray:
@@ -21,8 +21,8 @@ def brute_force_implied(g: MDPGraph) -> np.ndarray:
 
 def test_lower_bound_is_valid_even_for_bad_multipliers():
     """The Lagrangian bound holds for any multipliers, so noise cannot make it overshoot."""
-    from scaledp.pmo.bounds import lagrangian_lower_bound
-    from scaledp.pmo.model import assemble_pmo
+    from certdp.pmo.bounds import lagrangian_lower_bound
+    from certdp.pmo.model import assemble_pmo
     sp = build_space(gaussian(10, 2, seed=1), epsilon=2.0, eta=1.5, seed=1)
     e, d = sp.neighbor_pairs
     lp = assemble_pmo(sp.weighted_cost, e, d, sp.epsilon)

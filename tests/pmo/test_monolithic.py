@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import dijkstra
 
-from scaledp import MDPGraph, Space, build_space, solve
-from scaledp.datasets import gaussian, planar
-from scaledp.measures import worst_case_loss
+from certdp import MDPGraph, Space, build_space, solve
+from certdp.datasets import gaussian, planar
+from certdp.measures import worst_case_loss
 
 from ..paper002 import metric_space, naive_optmech
 
@@ -89,8 +89,8 @@ def test_a_loose_tolerance_is_reported_as_gap_limited_not_optimal():
 
 
 def test_when_one_highs_algorithm_fails_the_other_is_tried(monkeypatch):
-    import scaledp.pmo.monolithic as mono
-    from scaledp.lp.highs import LPSolution
+    import certdp.pmo.monolithic as mono
+    from certdp.lp.highs import LPSolution
 
     real = mono._highs_solve
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaledp import build_space, solve
-from scaledp.datasets import gaussian, grid
-from scaledp.graph import MDPGraph
-from scaledp.pmo.outputs.pricing import Pricer, cone_rows
-from scaledp.pmo.outputs.solve import solve_outputs
+from certdp import build_space, solve
+from certdp.datasets import gaussian, grid
+from certdp.graph import MDPGraph
+from certdp.pmo.outputs.pricing import Pricer, cone_rows
+from certdp.pmo.outputs.solve import solve_outputs
 
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
@@ -75,7 +75,7 @@ def test_the_result_does_not_depend_on_the_pricing_threads(case):
 
 
 def test_the_master_is_solved_to_a_tenth_of_the_gap(case):
-    from scaledp.pmo.outputs.solve import EXACT_TOL, MASTER_TOL
+    from certdp.pmo.outputs.solve import EXACT_TOL, MASTER_TOL
 
     space, _ = case
     hist = []
@@ -87,7 +87,7 @@ def test_the_master_is_solved_to_a_tenth_of_the_gap(case):
 
 
 def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):
-    from scaledp.pmo.outputs.solve import _Decomposition
+    from certdp.pmo.outputs.solve import _Decomposition
 
     space, _ = case
     d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
@@ -105,7 +105,7 @@ def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):
 def test_the_boxed_master_value_is_a_relaxation_of_the_free_master(case):
     """The value that decides whether a free-master solve can close the gap is never above
     the free master's own objective (over the same columns)."""
-    from scaledp.pmo.outputs.solve import _Decomposition
+    from certdp.pmo.outputs.solve import _Decomposition
 
     space, _ = case
     d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
@@ -122,7 +122,7 @@ def test_the_boxed_master_value_is_a_relaxation_of_the_free_master(case):
 
 
 def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case, monkeypatch):
-    from scaledp.pmo.outputs import solve as outputs_solve
+    from certdp.pmo.outputs import solve as outputs_solve
 
     space, optimum = case
     monkeypatch.setattr(outputs_solve, "_second_pass", lambda *args: False)  # only when nothing prices out
@@ -139,8 +139,8 @@ def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case, monkeyp
 
 
 def test_the_second_pass_follows_the_column_deficit_and_the_work_model():
-    from scaledp.pmo.outputs.master import ColumnMaster
-    from scaledp.pmo.outputs.solve import MASTER_FLOPS_PER_PRICING_ITERATION, _second_pass
+    from certdp.pmo.outputs.master import ColumnMaster
+    from certdp.pmo.outputs.solve import MASTER_FLOPS_PER_PRICING_ITERATION, _second_pass
 
     m = ColumnMaster(1000, tolerance=1e-9)
     m.add(np.ones((1000, 2000)), np.zeros(2000, dtype=np.int64), np.ones(2000))
@@ -161,7 +161,7 @@ def test_the_run_does_not_depend_on_the_clock(monkeypatch):
     the certified mechanism unchanged, so a run is the same on any machine and executor."""
     import time
 
-    from scaledp.pmo.outputs import solve as outputs_solve
+    from certdp.pmo.outputs import solve as outputs_solve
 
     space = build_space(grid(5, 6, 1.0), epsilon=1.0, eta=1.5, n_outputs=8, cost="travel", seed=3)
 
@@ -193,7 +193,7 @@ def test_the_run_does_not_depend_on_the_clock(monkeypatch):
 
 
 def test_a_column_idle_once_is_kept_with_patience():
-    from scaledp.pmo.outputs.master import ColumnMaster
+    from certdp.pmo.outputs.master import ColumnMaster
 
     m = ColumnMaster(2, tolerance=1e-9)
     m.add(np.eye(2), np.zeros(2, dtype=np.int64), np.array([1.0, 1.0]))
@@ -212,8 +212,8 @@ def test_a_column_idle_once_is_kept_with_patience():
 def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
     """A master over five components (two of at least BLOCK_ROWS rows, three singletons solved
     together) is three dense LPs whose parts give the whole LP's optimum and optimal duals."""
-    import scaledp.pmo.outputs.master as po
-    from scaledp.lp.highs import INF, solve_lp
+    import certdp.pmo.outputs.master as po
+    from certdp.lp.highs import INF, solve_lp
 
     rng = np.random.default_rng(3)
     monkeypatch.setattr(po, "BLOCK_ROWS", 4)
@@ -263,8 +263,8 @@ def test_columns_no_dual_in_the_box_can_use_are_left_out_and_the_lp_is_the_same(
     solve; the value and the duals are still those of the whole LP (solved by HiGHS with every
     column), and every column left out has weight 0. With every column out, the slack covers
     every row at the box's upper edge, which is then the optimum."""
-    import scaledp.pmo.outputs.master as po
-    from scaledp.lp.highs import INF, solve_lp
+    import certdp.pmo.outputs.master as po
+    from certdp.lp.highs import INF, solve_lp
 
     rng = np.random.default_rng(5)
     n = 12
@@ -298,8 +298,8 @@ def test_columns_no_dual_in_the_box_can_use_are_left_out_and_the_lp_is_the_same(
 
 
 def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
-    import scaledp.pmo.outputs.master as po
-    from scaledp.lp.dense import DenseLPResult
+    import certdp.pmo.outputs.master as po
+    from certdp.lp.dense import DenseLPResult
 
     space, optimum = case
 
@@ -329,7 +329,7 @@ def test_bad_options(kw, match):
 def test_rebalanced_master_matrix_is_used_and_stays_exact(monkeypatch):
     # high-dimensional points with a dense mDP graph, like the word vectors: there the free
     # master's exact cover lags, and the row-rebalanced stabilised matrix gives the bound
-    import scaledp.pmo.outputs.solve as po
+    import certdp.pmo.outputs.solve as po
     monkeypatch.setattr(po, "FILL_AFTER", 10**9)   # the filled master would otherwise give the bound first
     calls = []
     envelope = po.mdp_envelope
@@ -353,7 +353,7 @@ def _word_like_space():
 def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_columns(monkeypatch, tmp_path):
     # points like word vectors: the priced columns do not combine into an exact cover, so the
     # free master keeps the all-ones columns, and the filled master gives the bound
-    import scaledp.pmo.outputs.solve as po
+    import certdp.pmo.outputs.solve as po
     space = _word_like_space()
     optimum = solve(space).upper_bound
     res = solve_outputs(space, gap=1e-3)
@@ -375,7 +375,7 @@ def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_colu
 
 
 def test_a_filled_master_that_gives_up_is_not_tried_again(monkeypatch):
-    import scaledp.pmo.outputs.solve as po
+    import certdp.pmo.outputs.solve as po
     monkeypatch.setattr(po, "FILL_ITERATIONS", 1e-9)     # every solve stops at its first iteration
     res = solve_outputs(_word_like_space(), gap=1e-3)
     assert res.stats["filled_tried"] == 1 and res.stats["filled_given_up"] == 1
@@ -384,7 +384,7 @@ def test_a_filled_master_that_gives_up_is_not_tried_again(monkeypatch):
 
 
 def test_the_filled_master_waits_for_a_constant_mechanism_near_the_bound(monkeypatch):
-    import scaledp.pmo.outputs.solve as po
+    import certdp.pmo.outputs.solve as po
     monkeypatch.setattr(po, "FILL_NEAR", -1.0)           # no constant mechanism is ever near enough
     res = solve_outputs(_word_like_space(), gap=1e-3)
     assert res.stats["filled_tried"] == 0
@@ -401,9 +401,9 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
     and its matrix is a mechanism up to the solver's tolerance. The columns are a run's."""
     import scipy.sparse as sps
 
-    import scaledp.pmo.outputs.solve as po
-    from scaledp.lp.highs import INF, solve_lp
-    from scaledp.pmo.outputs.master import FilledMaster
+    import certdp.pmo.outputs.solve as po
+    from certdp.lp.highs import INF, solve_lp
+    from certdp.pmo.outputs.master import FilledMaster
 
     made = []
 
@@ -462,8 +462,8 @@ def test_the_pricer_solves_its_lps_with_rigorous_bounds(case, start, monkeypatch
     the point is feasible, its value equals the bound up to the solver's tolerance, and a fresh
     HiGHS solve of the primal LP agrees on the minimum; whether its working sets start with every
     cone row or grow from none."""
-    import scaledp.pmo.outputs.pricing as pricing
-    from scaledp.lp.highs import INF, solve_lp
+    import certdp.pmo.outputs.pricing as pricing
+    from certdp.lp.highs import INF, solve_lp
 
     monkeypatch.setattr(pricing, "WORKING_SET_FROM", np.inf if start == "every row" else 0.0)
     space, _ = case
@@ -502,7 +502,7 @@ def test_the_repaired_elastic_master_gives_the_bound_and_reaches_the_optimum(cas
 
 
 def test_when_the_repair_gives_up_the_exact_free_master_stands_in(case, monkeypatch):
-    import scaledp.pmo.outputs.solve as po
+    import certdp.pmo.outputs.solve as po
     calls = []
 
     def give_up(*args, **kwargs):
@@ -552,7 +552,7 @@ def test_pricing_on_a_cluster_given_by_its_address_is_the_threaded_run():
 def _run_killing_a_worker(monkeypatch, executor: str, kill):
     """Solve :func:`_dask_case` on ``executor``, calling ``kill(pricer)`` once, after round 2;
     returns the result and what ``kill`` returned."""
-    import scaledp.pmo.outputs.pricing as pricing
+    import certdp.pmo.outputs.pricing as pricing
 
     cls = pricing.ProcessPricer if executor == "process" else pricing.DaskPricer
     seen = {}
@@ -639,7 +639,7 @@ def test_outputs_refuses_an_executor_it_has_not():
 
 
 def test_new_columns_split_each_point_by_component_and_keep_those_that_price_out():
-    from scaledp.pmo.outputs.master import new_columns
+    from certdp.pmo.outputs.master import new_columns
 
     rng = np.random.default_rng(0)
     n, K, n_comp = 12, 3, 4

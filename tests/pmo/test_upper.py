@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaledp import verify
-from scaledp.certify import certify
+from certdp import verify
+from certdp.certify import certify
 
 EDGE = np.array([[0, 1]])
 D1 = np.array([1.0])
@@ -32,7 +32,7 @@ def _nearly_stochastic(seed: int):
     """A mechanism with exact row sums (rebalanced cone matrix), plus a small tent added to one
     output: every column is still in the mDP cone, but the rows near the tent's centre are off
     1 (rows far away by less than 1e-7)."""
-    from scaledp.pmo.upper import rebalance_rows
+    from certdp.pmo.upper import rebalance_rows
     n, k, eps = 30, 8, 1.3
     Z, cost, E, d = _cone_matrix(n, k, eps, seed)
     Z2 = rebalance_rows(Z, cost, eps, E, d)
@@ -48,7 +48,7 @@ def _nearly_stochastic(seed: int):
 def test_rebalance_rows_is_the_optimum_of_its_lp_and_beats_plain_certification(seed):
     from scipy.optimize import linprog
 
-    from scaledp.pmo.upper import rebalance_rows
+    from certdp.pmo.upper import rebalance_rows
     n, k, eps = 30, 8, 1.3
     Z, cost, E, d = _cone_matrix(n, k, eps, seed)
     r = Z.sum(axis=1)
@@ -82,7 +82,7 @@ def test_rebalance_rows_is_the_optimum_of_its_lp_and_beats_plain_certification(s
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_rebalance_rows_cutoff_stops_only_when_the_result_cannot_beat_it(seed):
-    from scaledp.pmo.upper import rebalance_rows
+    from certdp.pmo.upper import rebalance_rows
     eps = 1.3
     Z, cost, E, d = _cone_matrix(30, 8, eps, seed)
     Z2 = rebalance_rows(Z, cost, eps, E, d, batch=50)
@@ -93,7 +93,7 @@ def test_rebalance_rows_cutoff_stops_only_when_the_result_cannot_beat_it(seed):
 
 
 def test_rebalance_rows_rejects_mismatched_cost():
-    from scaledp.pmo.upper import rebalance_rows
+    from certdp.pmo.upper import rebalance_rows
     with pytest.raises(ValueError, match="one shape"):
         rebalance_rows(np.ones((3, 2)), np.ones((3, 3)), 1.0, np.array([[0, 1]]), np.array([1.0]))
 
@@ -102,7 +102,7 @@ def test_rebalance_rows_rejects_mismatched_cost():
 def test_repair_rows_is_the_optimum_of_its_local_lp(seed):
     from scipy.optimize import linprog
 
-    from scaledp.pmo.upper import repair_rows
+    from certdp.pmo.upper import repair_rows
     Z, cost, eps, E, d = _nearly_stochastic(seed)
     n, k = Z.shape
     B = np.flatnonzero(np.abs(Z.sum(axis=1) - 1) > 1e-7)
@@ -148,7 +148,7 @@ def test_repair_rows_finds_bounds_that_clash_along_the_free_rows():
     """Rows 1 and 2 are off; the fixed rows 0 and 3 leave each a range of its own, but the two
     ranges cannot meet across the edge 1-2 (the LP would be infeasible). Carrying the bounds
     along that edge finds it, and the fixed rows join: the whole line is re-solved."""
-    from scaledp.pmo.upper import repair_rows
+    from certdp.pmo.upper import repair_rows
     Z = np.array([[1.0, 0.0], [0.6, 0.6], [0.6, 0.6], [0.0, 1.0]])
     E, d = np.array([[0, 1], [1, 2], [2, 3]]), np.ones(3)
     cost = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
@@ -160,7 +160,7 @@ def test_repair_rows_finds_bounds_that_clash_along_the_free_rows():
 
 
 def test_repair_rows_gives_up_cleanly():
-    from scaledp.pmo.upper import repair_rows
+    from certdp.pmo.upper import repair_rows
     Z, cost, eps, E, d = _nearly_stochastic(0)
     assert repair_rows(Z, cost, eps, E, d, time_limit=0.0) is None      # no time
     assert repair_rows(Z, cost, eps, E, d, max_lp_rows=1) is None       # too large an LP
@@ -184,7 +184,7 @@ def test_mdp_envelope_is_the_largest_mdp_matrix_below_its_input(seed):
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    from scaledp.pmo.upper import mdp_envelope
+    from certdp.pmo.upper import mdp_envelope
     rng = np.random.default_rng(seed)
     n, k, eps = 40, 6, 0.8
     E = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
@@ -216,7 +216,7 @@ def test_mdp_lift_is_the_smallest_mdp_matrix_above_its_input(seed):
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    from scaledp.pmo.upper import mdp_lift
+    from certdp.pmo.upper import mdp_lift
     rng = np.random.default_rng(seed)
     n, k, eps = 40, 6, 0.8
     E = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
@@ -237,7 +237,7 @@ def test_mdp_lift_is_the_smallest_mdp_matrix_above_its_input(seed):
 
 
 def test_mdp_envelope_then_rebalance_certifies_a_cone_matrix_cheaper_than_division():
-    from scaledp.pmo.upper import mdp_envelope, rebalance_rows
+    from certdp.pmo.upper import mdp_envelope, rebalance_rows
     n, k, eps = 30, 8, 1.3
     Z, cost, E, d = _cone_matrix(n, k, eps, 0)
     Z2 = rebalance_rows(mdp_envelope(Z, eps, E, d), cost, eps, E, d)
@@ -256,7 +256,7 @@ def test_mdp_envelope_then_rebalance_certifies_a_cone_matrix_cheaper_than_divisi
     ((np.ones((3, 2)), 1.0, np.array([[0, 1]]), np.array([-1.0])), "non-negative"),
 ])
 def test_mdp_envelope_rejects_bad_input(args, match):
-    from scaledp.pmo.upper import mdp_envelope
+    from certdp.pmo.upper import mdp_envelope
     with pytest.raises(ValueError, match=match):
         mdp_envelope(*args)
 
@@ -267,7 +267,7 @@ def test_closure_keeps_the_source_of_each_entry():
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    from scaledp.pmo.upper import _lower_along_edges
+    from certdp.pmo.upper import _lower_along_edges
     rng = np.random.default_rng(3)
     n, k = 30, 4
     E = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.12])
@@ -288,7 +288,7 @@ def test_repair_rows_brings_in_only_the_rows_that_bind():
     """Rows 1-3 (a path between the fixed rows 0 and 4) are off, and their lower bounds from 0
     and 4 sum past 1. Rows 0 and 4 set those bounds and join; the leaves 5-7 hang off row 2 at a
     long distance, bind nothing, and keep their values."""
-    from scaledp.pmo.upper import repair_rows
+    from certdp.pmo.upper import repair_rows
     Z = np.array([[1.0, 0.0], [0.6, 0.6], [0.6, 0.6], [0.6, 0.6], [0.0, 1.0],
                   [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]])
     E = np.array([[0, 1], [1, 2], [2, 3], [3, 4], [2, 5], [2, 6], [2, 7]])

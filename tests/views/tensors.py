@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaledp.views.tensor import CountTensor, Domain
+from certdp.views.tensor import CountTensor, Domain
 
 
 def random_tensor(rng: np.random.Generator, shape=(6, 5, 4), density=0.3, max_count=20) -> CountTensor:

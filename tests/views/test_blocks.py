@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaledp.views.blocks import aggregation_error, cut_scores
+from certdp.views.blocks import aggregation_error, cut_scores
 
 from .tensors import brute_ae
 

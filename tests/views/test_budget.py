@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.stats import kstest
 from scipy.stats import laplace as laplace_dist
 
-from scaledp.views import BudgetExceeded, PrivacyBudget, add_laplace, exponential_choice, laplace_release
+from certdp.views import BudgetExceeded, PrivacyBudget, add_laplace, exponential_choice, laplace_release
 
 
 def test_sequential_on_a_path_parallel_across_siblings():
@@ -86,7 +86,7 @@ def test_laplace_distribution(rng):
 
 def test_opendp_receives_the_values(monkeypatch):
     """The release path hands the true values to OpenDP's measurement (no numpy addition after)."""
-    import scaledp.views.sampling as S
+    import certdp.views.sampling as S
     if S.BACKEND != "opendp":
         pytest.skip("OpenDP is not importable here")
     seen = []

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scaledp.views.build import build_view
+from certdp.views.build import build_view
 
 from .tensors import random_tensor
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaledp.views.competitors import hdpview, identity, privtree
-from scaledp.views.view import Workload
+from certdp.views.competitors import hdpview, identity, privtree
+from certdp.views.view import Workload
 
 from .tensors import random_tensor
 
@@ -54,9 +54,9 @@ def test_privbayes_spends_epsilon_once_and_keeps_the_domain():
     declared domain (values absent from the data included), answers close to the truth at a
     large epsilon on data with one strong dependency."""
     pytest.importorskip("DataSynthesizer")
-    from scaledp.views import build_view
-    from scaledp.views.tensor import CountTensor, Domain
-    from scaledp.views.view import true_answers
+    from certdp.views import build_view
+    from certdp.views.tensor import CountTensor, Domain
+    from certdp.views.view import true_answers
 
     rng = np.random.default_rng(0)
     a = rng.integers(0, 6, 3000)
@@ -75,15 +75,15 @@ def test_privbayes_spends_epsilon_once_and_keeps_the_domain():
 
 
 def test_privbayes_never_forks_a_process_that_runs_jax_threads():
-    """DataSynthesizer's pool starts from scaledp's fork server, so PrivBayes run after an
+    """DataSynthesizer's pool starts from certdp's fork server, so PrivBayes run after an
     ``mbi`` method in the same process (jax's threads alive) does not fork it: no
     "os.fork() ... JAX is multithreaded" warning, and the same release as on its own."""
     pytest.importorskip("DataSynthesizer")
     jax = pytest.importorskip("jax")
     import warnings
 
-    from scaledp.views import build_view
-    from scaledp.views.tensor import CountTensor, Domain
+    from certdp.views import build_view
+    from certdp.views.tensor import CountTensor, Domain
 
     rng = np.random.default_rng(3)
     frame = pd.DataFrame({"a": rng.integers(0, 4, 500), "b": rng.integers(0, 3, 500), "c": rng.integers(0, 2, 500)})
@@ -104,7 +104,7 @@ def test_mst_spends_exactly_its_epsilon(seed, eps, d):
     """MST's three steps (one-way marginals, d - 1 exponential choices, the tree's two-way
     marginals) never overspend, whatever the rounding of the thirds, and spend it all."""
     pytest.importorskip("mbi")
-    from scaledp.views import build_view
+    from certdp.views import build_view
 
     rng = np.random.default_rng(seed)
     t = random_tensor(rng, tuple(int(s) for s in rng.integers(2, 5, size=d)), 0.5, 40)
@@ -117,9 +117,9 @@ def test_mst_answers_from_its_model():
     """At a large epsilon on data that is a tree of dependencies, MST's answers are close to the
     truth, also for a pair of columns it did not measure together; totals are the record count."""
     pytest.importorskip("mbi")
-    from scaledp.views import build_view
-    from scaledp.views.tensor import CountTensor, Domain
-    from scaledp.views.view import true_answers
+    from certdp.views import build_view
+    from certdp.views.tensor import CountTensor, Domain
+    from certdp.views.view import true_answers
 
     rng = np.random.default_rng(0)
     a = rng.integers(0, 6, 4000)

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from scipy.stats import kstest
 from scipy.stats import laplace as laplace_dist
 
-from scaledp.views.ripost import DepthSeries, ripost
-from scaledp.views.tensor import CountTensor, Domain
-from scaledp.views.view import Workload, answer_boxes, rmse, true_answers
+from certdp.views.ripost import DepthSeries, ripost
+from certdp.views.tensor import CountTensor, Domain
+from certdp.views.view import Workload, answer_boxes, rmse, true_answers
 
 from ..conftest import shared_file
 from .tensors import dense_array, random_tensor
@@ -148,7 +148,7 @@ def test_ripost_separates_empty_region():
 
 
 def test_adult_fourteen_columns():
-    from scaledp.views import adult
+    from certdp.views import adult
 
     data = shared_file("adult", "adult.data")
     doms = adult.domains(data.with_name("adult.names"))

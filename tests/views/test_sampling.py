@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chisquare
 
-from scaledp.views import PrivacyBudget, exponential_choice
+from certdp.views import PrivacyBudget, exponential_choice
 
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import check_grad
 
-from scaledp.views import build_view
-from scaledp.views.strategies import (_best_partition, _pidentity_loss, _tree, _tree_matrix, hdmm_strategy,
+from certdp.views import build_view
+from certdp.views.strategies import (_best_partition, _pidentity_loss, _tree, _tree_matrix, hdmm_strategy,
                                       level_weights, range_gram)
-from scaledp.views.tensor import CountTensor, Domain
-from scaledp.views.view import BlockView, DenseView, Workload, load_view, true_answers
+from certdp.views.tensor import CountTensor, Domain
+from certdp.views.view import BlockView, DenseView, Workload, load_view, true_answers
 
 from .tensors import dense_array, random_tensor
 
@@ -69,7 +69,7 @@ def test_hdmm_and_dawa_answer_the_truth_at_large_epsilon():
 
 def test_dawa_partition_is_exact_on_noise_free_costs():
     """Aligned dyadic intervals: a flat line stays one bucket, a step splits at the step."""
-    from scaledp.views.strategies import _dyadic_deviations
+    from certdp.views.strategies import _dyadic_deviations
 
     flat = _best_partition([dv + 1.0 for dv in _dyadic_deviations(np.full(16, 5.0))], 16)
     assert flat.tolist() == [0]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scaledp.views.tensor import OVERFLOW, CountTensor, DataDerivedDomainWarning, Domain
+from certdp.views.tensor import OVERFLOW, CountTensor, DataDerivedDomainWarning, Domain
 
 from ..conftest import shared_file
 

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scaledp.views.ripost import ripost
-from scaledp.views.tensor import Domain
-from scaledp.views.view import BlockView, Workload, answer_boxes, true_answers
+from certdp.views.ripost import ripost
+from certdp.views.tensor import Domain
+from certdp.views.view import BlockView, Workload, answer_boxes, true_answers
 
 from .tensors import dense_array, random_tensor
 

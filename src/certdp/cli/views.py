@@ -1,0 +1,206 @@
+"""``certdp view build | query | compare``: private views of multidimensional tables (paper 004)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from .. import _validate as V
+from .._io import write_json
+from .common import Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
+
+
+@main.group()
+def view() -> None:
+    """Private views of multidimensional tables (RIPOST and its competitors)."""
+
+
+def _load_tensor(table: str, columns: str, domains_file: str | None, names: str | None, preset: str | None,
+                 accept_data_leak: bool, overflow: str):
+    from ..views import adult
+    from ..views.tensor import CountTensor, Domain, read_table
+
+    cols = [c.strip() for c in columns.split(",") if c.strip()]
+    if not cols:
+        raise ValueError("--columns must name at least one column")
+    doms: dict[str, Domain] = {}
+    col_names = [c.strip() for c in names.split(",")] if names else None
+    if preset == "adult":
+        names_file = Path(table).with_name("adult.names")
+        if not names_file.is_file():
+            raise ValueError(f"--preset adult reads the public value sets from {names_file}, which is missing")
+        doms.update(adult.domains(names_file))
+        frame = adult.read(table)
+    else:
+        frame = read_table(table, col_names)
+    if domains_file:
+        try:
+            raw = json.loads(Path(domains_file).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"--domains: cannot read {domains_file}: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ValueError("--domains must be a JSON object: column -> {values: [...]} or {low, high, bins}")
+        for c, d in raw.items():
+            doms[c] = Domain.from_dict({**d, "name": c})
+    doms = {c: d for c, d in doms.items() if c in cols}
+    return CountTensor.from_frame(frame, cols, doms, accept_data_leak=accept_data_leak, overflow=overflow)
+
+
+def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str = "rest",
+                 variant: str = "improved", query_columns: int = 2) -> dict[str, Any]:
+    from ..views.build import WORKLOAD_PARAM
+
+    if method == "ripost":
+        return {"alpha": alpha, "gamma": gamma, "beta": beta, "k": k, "os": os_, "leaf_budget": leaf_budget,
+                "variant": variant}
+    if method in WORKLOAD_PARAM:
+        return {WORKLOAD_PARAM[method]: query_columns}
+    return {}
+
+
+_table_options = [
+    click.argument("table", type=PathArg(dir_okay=False)),
+    click.option("--columns", required=True, help="comma-separated columns of the tensor"),
+    click.option("--domains", "domains_file", type=PathArg(dir_okay=False), default=None,
+                 help="JSON: column -> {\"values\": [...]} or {\"low\": a, \"high\": b, \"bins\": n}"),
+    click.option("--names", default=None, help="column names of a CSV without a header line"),
+    click.option("--preset", type=click.Choice(["adult"]), default=None,
+                 help="public schema of a known table (adult: names and value sets from adult.names)"),
+    click.option("--accept-data-leak", is_flag=True,
+                 help="read undeclared domains from the data (leaks privacy; warns with the columns)"),
+    click.option("--overflow", type=click.Choice(["refuse", "bin"]), default="refuse", show_default=True,
+                 help="values outside a declared domain: refuse, or count them in an <overflow> bin"),
+]
+
+
+def _with_table_options(f):
+    for opt in reversed(_table_options):
+        f = opt(f)
+    return f
+
+
+@view.command("build")
+@_with_table_options
+@click.option("--epsilon", type=float, default=0.1, show_default=True)
+@click.option("--method", type=click.Choice(["ripost", "privtree", "hdpview", "identity", "hdmm", "dawa", "privbayes",
+                                            "mst", "aim"]), default="ripost", show_default=True,
+              help="privbayes needs the synth extra, mst and aim the pgm extra")
+@click.option("--variant", type=click.Choice(["improved", "paper"]), default="improved", show_default=True,
+              help="ripost: Algorithms 1-3 as published (paper) or with PrivTree's phase 1 and biased tests "
+                   "(improved; docs/views.md)")
+@click.option("--alpha", type=float, default=None, help="ripost: decomposition share (paper 0.3, improved 0.5)")
+@click.option("--gamma", type=float, default=None, help="ripost: phase-1 share (paper 0.9, improved 0.5)")
+@click.option("--beta", type=float, default=None, help="ripost: convergence-test share (paper 0.4, improved 0.9)")
+@click.option("--k", "k", type=int, default=4, show_default=True, help="ripost: series S^k")
+@click.option("--os", "os_", type=int, default=4, show_default=True, help="ripost: series offset (>= k)")
+@click.option("--leaf-budget", type=click.Choice(["rest", "fixed"]), default="rest", show_default=True,
+              help="ripost: each leaf gets what its path left (rest) or Algorithm 1's (1 - alpha) eps (fixed)")
+@click.option("--query-columns", type=int, default=2, show_default=True,
+              help="hdmm, aim: columns a query restricts (the workload they optimise for; a saved aim or mst "
+                   "view answers queries over at most this many columns)")
+@click.option("--seed", type=int, default=None,
+              help="reproducible noise, for experiments only (default: OpenDP's secure samplers)")
+@click.option("--out", "out_path", type=PathArg(dir_okay=False), required=True,
+              help="view file (.json added when missing)")
+@click.option("--quiet", is_flag=True, help="no progress line on stderr")
+@click.option("--json", "as_json", is_flag=True)
+def view_build(table, columns, domains_file, names, preset, accept_data_leak, overflow, epsilon, method, variant,
+               alpha, gamma, beta, k, os_, leaf_budget, query_columns, seed, out_path, quiet, as_json) -> None:
+    """Build an epsilon-DP view of TABLE over --columns and save it."""
+    from ..views.build import build_view
+    from ..views.sampling import BACKEND
+    from ..views.view import MarginalView
+
+    with friendly_errors():
+        if seed is not None:
+            V.int_in_range("--seed", seed, 0)
+        V.int_in_range("--query-columns", query_columns, 1)
+        target = check_output_path(out_path, ".json")
+        tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
+        t0 = time.perf_counter()
+        with Live(f"{method} view", quiet=quiet):
+            v = build_view(tensor, method, epsilon, seed, **_view_params(method, alpha, gamma, beta, k, os_,
+                                                                         leaf_budget, variant, query_columns))
+        secs = time.perf_counter() - t0
+        v.params["seed"] = seed
+        v.params["noise"] = BACKEND if seed is None else "numpy, seeded (an experiment, not a release)"
+        written = v.save(target, degree=query_columns) if isinstance(v, MarginalView) else v.save(target)
+    info = {"method": method, "columns": list(tensor.columns), "domain_cells": float(tensor.domain_size),
+            "blocks": v.n_blocks, "epsilon": epsilon, "spent": v.spent, "seconds": secs, "seed": seed,
+            "noise": v.params["noise"], "out": str(written)}
+    if as_json:
+        click.echo(json.dumps(info))
+    else:
+        out.print(f"{method} view of {len(tensor.columns)} columns ({tensor.domain_size:.3g} cells): "
+                  f"{v.n_blocks} blocks, spent {v.spent:.6g} of epsilon {epsilon:g}, {secs:.2f} s -> {written}")
+
+
+@view.command("query")
+@click.argument("view_file", type=PathArg(dir_okay=False))
+@click.argument("queries", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True)
+def view_query(view_file, queries, as_json) -> None:
+    """Answer range count queries such as "age=20..30 sex=Male" from a saved view (no budget:
+    the view is already private)."""
+    from ..views.view import Workload, load_view
+
+    with friendly_errors():
+        v = load_view(view_file)
+        answers = v.answer(Workload.parse(v.domains, list(queries)))
+    if as_json:
+        click.echo(json.dumps([{"query": q, "answer": float(a)} for q, a in zip(queries, answers)]))
+        return
+    for q, a in zip(queries, answers):
+        out.print(f"{q}\t{a:.6g}")
+
+
+@view.command("compare")
+@_with_table_options
+@click.option("--methods", default="ripost,hdpview,privtree,identity", show_default=True,
+              help="comma-separated, among ripost, privtree, hdpview, identity, hdmm, dawa, privbayes, mst, aim")
+@click.option("--epsilon", type=float, default=0.1, show_default=True)
+@click.option("--queries", type=int, default=3000, show_default=True, help="random range queries")
+@click.option("--query-columns", type=int, default=2, show_default=True, help="columns each query restricts")
+@click.option("--reps", type=int, default=10, show_default=True, help="repetitions per method")
+@click.option("--seed", type=int, default=None, help="seed for workload and noise (default: drawn and recorded)")
+@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+              help="write the table as JSON (.json added when missing)")
+@click.option("--quiet", is_flag=True, help="no progress line on stderr")
+@click.option("--json", "as_json", is_flag=True)
+def view_compare(table, columns, domains_file, names, preset, accept_data_leak, overflow, methods, epsilon, queries,
+                 query_columns, reps, seed, out_path, quiet, as_json) -> None:
+    """RMSE of several view methods on one random range-query workload (R-RMSE vs RIPOST)."""
+    from ..experiments.views import compare_views
+
+    with friendly_errors():
+        names_ = [m.strip() for m in methods.split(",") if m.strip()]
+        V.int_in_range("--queries", queries, 1)
+        V.int_in_range("--query-columns", query_columns, 1)
+        seed = resolve_seed(seed)
+        target = check_output_path(out_path, ".json")
+        tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
+        with Live(f"comparing {', '.join(names_)}", quiet=quiet):
+            rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed)
+        skipped = [f"{m} skipped: {why}" for m, why in skipped_by.items()]
+        report = {"columns": list(tensor.columns), "epsilon": epsilon, "seed": seed,
+                  "rows": [r.as_dict() for r in rows], "skipped": skipped}
+        if target is not None:
+            write_json(target, report)
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    for msg in skipped:
+        err.print(msg)
+    t = Table(title=f"{len(tensor.columns)} columns, {tensor.domain_size:.3g} cells, eps={epsilon:g}, "
+                    f"{queries} queries on {query_columns} columns, {reps} reps")
+    for c in ("method", "RMSE", "± sd", "R-RMSE", "blocks", "sec", "spent"):
+        t.add_column(c, justify="left" if c == "method" else "right")
+    for r in rows:
+        t.add_row(r.method, fmt(r.rmse_mean), fmt(r.rmse_std, 3), fmt(r.relative, 3), fmt(r.blocks_mean),
+                  fmt(r.seconds_mean, 3), fmt(r.spent_max))
+    out.print(t)

@@ -1,0 +1,149 @@
+"""Several methods on one instance, measured the way paper 002 measures them: time, LP size,
+epsilon_tight, L_q, worst-case and expected loss; plus the uniform-output loss and the packing
+lower bound that frame them."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..measures import epsilon_tight, expected_loss, packing_lower_bound, quantile_loss, uniform_loss, worst_case_loss
+from ..mechanism import Mechanism, SolveResult
+from ..space import Space
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row of ``certdp compare``."""
+
+    method: str
+    epsilon: float
+    seconds: float | None
+    variables: int | None
+    constraints: int | None
+    nonzeros: int | None
+    epsilon_tight: float | None
+    quantile_loss: float | None
+    quantile_loss_se: float | None
+    worst_case_loss: float | None
+    expected_loss: float | None
+    audit_passed: bool | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def compare_row(space: Space, res: SolveResult, *, q: float = 0.95, delta: float = 1e-3,
+                distance: np.ndarray | None = None) -> Comparison:
+    """Sizes, time, epsilon_tight (all pairs), L_q, worst-case and expected loss of one result.
+    ``distance`` (the record distance matrix) may be passed when comparing several results."""
+    D = space.distance_rows() if distance is None else distance
+    if not isinstance(res.mechanism, Mechanism):
+        # a sampled mechanism: the true one is epsilon-mDP (analytic), so its epsilon_tight is
+        # at most epsilon; the estimate from sampled frequencies can exceed that only through
+        # sampling noise (outputs never drawn look impossible), so it is capped there
+        mc = res.stats["estimate"]
+        return Comparison(res.method, space.epsilon, res.timings.get("total"), None, None, None,
+                          min(epsilon_tight(mc.matrix, D, delta), mc.epsilon), mc.quantile_loss, mc.quantile_loss_se,
+                          mc.worst_case_loss, mc.expected_loss, None)
+    Z = res.mechanism.matrix
+    st = res.stats
+    return Comparison(res.method, space.epsilon, res.timings.get("total"), st.get("variables"),
+                      st.get("constraints", st.get("constraints_after")), st.get("nonzeros"),
+                      epsilon_tight(Z, D, delta), quantile_loss(Z, space.cost, q), None,
+                      worst_case_loss(Z, space.cost), expected_loss(Z, space.cost, space.prior),
+                      bool(res.mechanism.verification.passed))
+
+
+def baseline_rows(space: Space, q: float = 0.95) -> dict[str, float]:
+    """The uniform-output loss and the packing lower bound on the worst-case loss."""
+    uni = np.asarray(space.cost).mean(axis=1)
+    return {"uniform_quantile_loss": float(np.quantile(uni, q)),
+            "uniform_expected_loss": uniform_loss(space.cost, space.prior),
+            "packing_lower_bound": packing_lower_bound(space).bound}
+
+
+@dataclass(frozen=True)
+class Matched:
+    """A method calibrated to a target epsilon_tight: the result at the epsilon found, and
+    every epsilon tried with its measured epsilon_tight."""
+
+    result: SolveResult
+    epsilon: float
+    epsilon_tight: float
+    matched: bool
+    trials: tuple[tuple[float, float], ...]
+    seconds: float
+
+
+def match_tight(space: Space, method: str, target: float, options: dict[str, Any] | None = None, *,
+                delta: float = 1e-3, rtol: float = 0.01, max_trials: int = 24,
+                distance: np.ndarray | None = None,
+                run: Callable[[Space, str, dict[str, Any]], SolveResult] | None = None) -> Matched:
+    """Find the epsilon at which ``method``'s measured epsilon_tight (``delta``) is ``target``
+    within ``rtol``, as paper 002 compares methods (its Figure 1 plots loss against the
+    measured epsilon_tight, not the nominal epsilon).
+
+    epsilon_tight grows with epsilon for every method here, roughly in proportion, so the
+    search brackets the target by doubling or halving from ``space.epsilon``, then narrows the
+    bracket by interpolation in log-log space, with a bisection step (log scale) whenever the
+    same end of the bracket moved twice in a row. A method whose epsilon_tight does not reach the
+    target within ``max_trials`` solves is returned at its closest trial with ``matched=False``.
+    ``run(space, method, options)`` solves (default :func:`certdp.solve`)."""
+    from ..solve import solve as _solve
+
+    if not (target > 0 and np.isfinite(target)):
+        raise ValueError(f"target epsilon_tight must be a positive number, got {target!r}")
+    opts = dict(options or {})
+    solve_one = run or (lambda sp, m, o: _solve(sp, m, **o))
+    D = space.distance_rows() if distance is None else distance
+    t0 = time.perf_counter()
+    trials: list[tuple[float, float, SolveResult]] = []
+
+    def measure(eps: float) -> float:
+        at = space.with_epsilon(eps)
+        res = solve_one(at, method, opts)
+        tight = float(compare_row(at, res, delta=delta, distance=D).epsilon_tight)
+        trials.append((eps, tight, res))
+        return tight
+
+    def done(tight: float) -> bool:
+        return abs(tight - target) <= rtol * target
+
+    eps = float(space.epsilon)
+    tight = measure(eps)
+    lo = hi = None   # (eps, tight) with tight below / above the target
+    if tight < target:
+        lo = (eps, tight)
+    else:
+        hi = (eps, tight)
+    while not done(tight) and (lo is None or hi is None) and len(trials) < max_trials:
+        eps = eps * 2.0 if hi is None else eps / 2.0
+        tight = measure(eps)
+        if tight < target:
+            lo = (eps, tight)
+        else:
+            hi = (eps, tight)
+    side = None   # which end the last step moved: two in a row on one end means bisect
+    while not done(tight) and lo is not None and hi is not None and len(trials) < max_trials:
+        (e0, t0_), (e1, t1) = lo, hi
+        eps = math.sqrt(e0 * e1)
+        if side != "repeat" and t0_ > 0 and t1 > t0_:
+            guess = math.exp(math.log(e0) + (math.log(target) - math.log(t0_)) / (math.log(t1) - math.log(t0_))
+                             * math.log(e1 / e0))
+            # stay well inside the bracket so that a poor guess still shrinks it
+            if e0 * (e1 / e0) ** 0.05 < guess < e0 * (e1 / e0) ** 0.95:
+                eps = guess
+        tight = measure(eps)
+        moved = "lo" if tight < target else "hi"
+        side = "repeat" if moved == side else moved
+        if moved == "lo":
+            lo = (eps, tight)
+        else:
+            hi = (eps, tight)
+    eps, tight, res = min(trials, key=lambda t: abs(t[1] - target))
+    return Matched(res, eps, tight, done(tight), tuple((e, t) for e, t, _ in trials), time.perf_counter() - t0)

@@ -1,0 +1,520 @@
+"""One generic Benders engine for block-ladder LPs.
+
+The problem::
+
+    min  c0' y + sum_l c_l' x_l
+    s.t. r0_lo <= A0 y <= r0_up                                   (master rows)
+         lo_l - T_l y <= W_l x_l <= up_l - T_l y       for every block l
+         y in [y_lo, y_up],  x_l in [x_lo_l, x_up_l]   (all finite)
+
+The master holds ``y`` and one ``theta_l`` per block; block ``l`` holds ``x_l`` for a fixed
+``y`` and only its row bounds change between iterations (its HiGHS model stays alive). The
+master stays alive too and receives cuts through ``addRows``, so HiGHS hot-starts.
+
+Cuts are Lagrangian (:mod:`certdp.lp.bounds`), hence valid whatever the solver's accuracy:
+for *any* row multipliers ``pi`` of block l the bound is affine in ``y``; optimality cuts
+``theta_l >= a + g' y`` use the block's duals, feasibility cuts ``0 >= a + g' y`` use a dual
+ray (``c_l`` replaced by 0). The master's own lower bound is
+computed the same way from its duals, so the reported lower bound is rigorous, and the upper
+bound is always the cost of an actual feasible (y, x) pair. Each cost is counted once: ``c0``
+only in the master objective, ``c_l`` only through ``theta_l``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..progress import Progress, bounds_line, report
+from .bounds import drop_small_coefficients, lagrangian_affine, lagrangian_bound
+from .highs import INF, HighsLP
+from .outcome import SolverLimitError, relative_gap
+
+
+# --------------------------------------------------------------------- the data
+@dataclass(frozen=True, eq=False)
+class BlockSpec:
+    """One subproblem: ``lo - T y <= W x <= up - T y``, ``x`` in ``[x_lo, x_up]``.
+
+    ``coupling`` lists the master variables that appear in ``T`` (``T`` has one column per
+    entry of ``coupling``), so only those values are sent to the block. The last ``n_slack``
+    variables are slacks of an elastic block (a relaxation: its solutions are points of the
+    original problem only when their slack is 0). ``value_lo`` is a known lower bound on the
+    block's value for every y (tighter than the box's, e.g. from its row sums), or None.
+    """
+
+    c: np.ndarray
+    W: sp.csr_matrix
+    lo: np.ndarray
+    up: np.ndarray
+    T: sp.csr_matrix
+    coupling: np.ndarray
+    x_lo: np.ndarray
+    x_up: np.ndarray
+    n_slack: int = 0
+    value_lo: float | None = None
+
+    def affine(self, pi: np.ndarray, c: np.ndarray) -> tuple[float, np.ndarray]:
+        """The Lagrangian minorant ``a + g' y[coupling]`` of this block from multipliers ``pi``
+        (:func:`certdp.lp.bounds.lagrangian_affine`)."""
+        return lagrangian_affine(c, self.W, self.lo, self.up, self.x_lo, self.x_up, pi, self.T)
+
+    def cost_bounds(self) -> tuple[float, float]:
+        """Bounds on ``c' x`` over the box (the bounds of ``theta``), the lower one raised to
+        ``value_lo`` when that is known."""
+        lo = float(np.minimum(self.c * self.x_lo, self.c * self.x_up).sum())
+        hi = float(np.maximum(self.c * self.x_lo, self.c * self.x_up).sum())
+        return (lo if self.value_lo is None else max(lo, min(self.value_lo, hi))), hi
+
+
+def elastic(spec: BlockSpec, rows: np.ndarray, signs: np.ndarray, price: float, *, slack_up: float | np.ndarray,
+            value_lo: float | None = None) -> BlockSpec:
+    """``spec`` with one slack column per entry of ``rows``, in ``[0, slack_up]`` (finite, as
+    every bound of the engine: the Lagrangian cuts need it) at ``price`` per
+    unit, with coefficient ``signs`` in its row (-1 relaxes the row's upper side, +1 its lower
+    side). Where the slacks can absorb every violation the master's y can cause, the block has
+    a solution for every y, its duals on those rows are bounded by ``price`` and so are its
+    cuts' coefficients (by ``price`` times the rows' T entries), and its value never exceeds the
+    hard block's: the cuts it gives are valid for the hard problem. Its solutions are the hard
+    block's when their slack is 0 (:class:`BlockSolver` reports the others as 'elastic')."""
+    rows = np.asarray(rows, dtype=np.int64)
+    ns = len(rows)
+    S = sp.csr_matrix((np.asarray(signs, dtype=np.float64), (rows, np.arange(ns))), shape=(spec.W.shape[0], ns))
+    return BlockSpec(c=np.r_[spec.c, np.full(ns, float(price))], W=sp.hstack([spec.W, S], format="csr"),
+                     lo=spec.lo, up=spec.up, T=spec.T, coupling=spec.coupling,
+                     x_lo=np.r_[spec.x_lo, np.zeros(ns)],
+                     x_up=np.r_[spec.x_up, np.broadcast_to(np.asarray(slack_up, dtype=np.float64), (ns,))],
+                     n_slack=spec.n_slack + ns, value_lo=value_lo)
+
+
+@dataclass(frozen=True, eq=False)
+class MasterSpec:
+    """The master's own part: ``min c0' y, r_lo <= A0 y <= r_up, y in [y_lo, y_up]``."""
+
+    c: np.ndarray
+    A: sp.csr_matrix
+    r_lo: np.ndarray
+    r_up: np.ndarray
+    y_lo: np.ndarray
+    y_up: np.ndarray
+
+
+@dataclass(frozen=True)
+class Cut:
+    """``theta_block >= const + coef' y[coupling]`` (optimality) or ``0 >= ...`` (feasibility)."""
+
+    block: int
+    feasibility: bool
+    const: float
+    coef: np.ndarray
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """A block's answer for one ``y``: ``status`` is 'optimal', 'elastic' (an elastic block's
+    optimum that uses its slack: a cut, but no feasible point), 'infeasible', 'time_limit' or
+    'failed' (HiGHS could not solve it, even afresh and by interior point)."""
+
+    block: int
+    status: str
+    value: float
+    x: np.ndarray | None
+    cut: Cut | None
+    seconds: float
+    iterations: int
+
+    @property
+    def feasible(self) -> bool:
+        return self.status == "optimal"
+
+
+# -------------------------------------------------------------------- the blocks
+class BlockSolver:
+    """Keeps one block's HiGHS model alive; only its row bounds change with ``y``. When the live
+    model fails numerically, the block is solved afresh with presolve (tiny coupled values
+    cleaned to 0 first), by dual simplex and then by interior point, before it is reported as
+    failed. An elastic block (never infeasible) is solved with presolve throughout; a hard one
+    without, so that the dual ray of an infeasible block refers to its own rows."""
+
+    def __init__(self, index: int, spec: BlockSpec, tolerance: float = 1e-9) -> None:
+        self.index = index
+        self.spec = spec
+        self.tolerance = tolerance
+        self.model = self._model(*self._bounds(np.zeros(len(spec.coupling))), "simplex", spec.n_slack > 0)
+        self.rows = np.arange(spec.W.shape[0], dtype=np.int32)
+
+    def _model(self, lo: np.ndarray, up: np.ndarray, solver: str, presolve: bool) -> HighsLP:
+        return HighsLP(self.spec.c, self.spec.W, lo, up, self.spec.x_lo, self.spec.x_up, solver=solver,
+                       tolerance=self.tolerance, presolve=presolve)
+
+    def _bounds(self, y_coupled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        shift = self.spec.T @ y_coupled
+        return self.spec.lo - shift, self.spec.up - shift
+
+    def _attempts(self, y_coupled: np.ndarray, deadline: float):
+        """Solutions of the live model, then of fresh ones, until one is not a numerical failure;
+        all within ``deadline`` (a ``time.perf_counter()`` instant)."""
+        self.model.set_row_bounds(self.rows, *self._bounds(y_coupled))
+        self.model.set_time_limit(_left(deadline))
+        yield self.model, self.model.solve()
+        clean = np.where(np.abs(y_coupled) < 1e-12, 0.0, y_coupled)
+        for solver in ("simplex", "ipm"):
+            m = self._model(*self._bounds(clean), solver, True)
+            m.set_time_limit(_left(deadline))
+            yield m, m.solve()
+
+    def solve(self, y_coupled: np.ndarray, theta: float, time_limit: float | None = None) -> BlockResult:
+        t0 = time.perf_counter()
+        deadline = math.inf if time_limit is None else t0 + time_limit
+        spec = self.spec
+        iters = 0
+        for model, sol in self._attempts(y_coupled, deadline):
+            iters += sol.iterations
+            if sol.status == "optimal" and sol.row_dual is not None:
+                const, coef = spec.affine(sol.row_dual, spec.c)
+                value = float(np.dot(spec.c, sol.x))
+                cut = Cut(self.index, False, const, coef)
+                slack = float(sol.x[len(sol.x) - spec.n_slack:].sum()) if spec.n_slack else 0.0
+                status = "optimal" if slack <= 1e-9 else "elastic"
+                return BlockResult(self.index, status, value, sol.x, cut, time.perf_counter() - t0, iters)
+            if sol.status in ("infeasible", "infeasible_or_unbounded"):
+                cut = self._feasibility_cut(model, y_coupled, deadline)
+                return BlockResult(self.index, "infeasible", math.inf, None, cut, time.perf_counter() - t0, iters)
+            if sol.status == "time_limit":
+                return BlockResult(self.index, "time_limit", math.inf, None, None, time.perf_counter() - t0, iters)
+        return BlockResult(self.index, "failed", math.inf, None, None, time.perf_counter() - t0, iters)
+
+    def _feasibility_cut(self, model: HighsLP, y_coupled: np.ndarray, deadline: float) -> Cut | None:
+        """The feasibility cut ``0 >= a + g'y`` from the dual ray of a model without presolve
+        (a fresh one, within ``deadline``, when ``model`` was presolved), when it cuts off y."""
+        if model is not self.model or self.spec.n_slack:
+            model = self._model(*self._bounds(y_coupled), "simplex", False)
+            model.set_time_limit(_left(deadline))
+            if model.solve().status not in ("infeasible", "infeasible_or_unbounded"):
+                return None
+        ray = model.dual_ray()
+        if ray is None:
+            return None
+        zero = np.zeros_like(self.spec.c)
+        best = None
+        for sgn in (1.0, -1.0):
+            const, coef = self.spec.affine(sgn * ray, zero)
+            viol = const + float(np.dot(coef, y_coupled))
+            if viol > 0 and (best is None or viol > best[0]):
+                best = (viol, const, coef)
+        if best is None:
+            return None
+        scale = max(1.0, float(np.abs(best[2]).max(initial=0.0)))
+        return Cut(self.index, True, best[1] / scale, best[2] / scale)
+
+
+def _left(deadline: float) -> float | None:
+    """Seconds until ``deadline`` for a HiGHS time limit (None: no limit; at least 1 ms)."""
+    return None if math.isinf(deadline) else max(1e-3, deadline - time.perf_counter())
+
+
+def solve_in_turn(calls: Iterable[tuple[BlockSolver, np.ndarray, float]], time_limit: float | None = None
+                  ) -> list[BlockResult]:
+    """Solve blocks ``(solver, y_coupled, theta)`` one after another, all within ``time_limit``
+    seconds of wall-clock time (each gets what the earlier ones left)."""
+    deadline = math.inf if time_limit is None else time.perf_counter() + time_limit
+    return [solver.solve(y, theta, _left(deadline)) for solver, y, theta in calls]
+
+
+# ------------------------------------------------------------------- executors
+class Runner(Protocol):
+    """Runs every block for a given ``y``; the answer must not depend on the executor."""
+
+    def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None
+                  ) -> list[BlockResult]: ...
+
+    def close(self) -> None: ...
+
+
+class SerialRunner:
+    """All blocks in this process."""
+
+    def __init__(self, blocks: Sequence[BlockSpec], tolerance: float = 1e-9) -> None:
+        self.solvers = [BlockSolver(i, b, tolerance) for i, b in enumerate(blocks)]
+
+    def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        return solve_in_turn(((s, y[s.spec.coupling], float(theta[s.index])) for s in self.solvers), time_limit)
+
+    def close(self) -> None:
+        self.solvers = []
+
+
+# ---------------------------------------------------------------------- engine
+@dataclass
+class BendersOutcome:
+    """What the engine found."""
+
+    status: str
+    y: np.ndarray | None
+    x: list[np.ndarray | None]
+    upper_bound: float
+    lower_bound: float
+    iterations: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+    cuts: int = 0
+    skipped_cuts: int = 0
+
+    @property
+    def gap(self) -> float:
+        g = relative_gap(self.upper_bound, self.lower_bound)
+        return math.inf if g is None else g
+
+
+MAX_CUT_RANGE = 1e9
+"""A cut whose coefficients still span more than this after its tiny ones are relaxed away is
+skipped (the master stays a relaxation, so the lower bound stays valid): HiGHS rejects rows
+that span around 1e15 and mis-solves well before."""
+
+
+class BendersMaster:
+    """The live master LP: ``y`` followed by one ``theta`` per block. Cuts are cleaned before
+    they reach it (:func:`certdp.lp.bounds.drop_small_coefficients`, then scaled, or skipped
+    when their range stays above :data:`MAX_CUT_RANGE`); when the live model fails numerically
+    it is rebuilt from its rows and solved by dual simplex, then by interior point."""
+
+    def __init__(self, master: MasterSpec, blocks: Sequence[BlockSpec], tolerance: float = 1e-9) -> None:
+        self.ny = len(master.c)
+        self.nb = len(blocks)
+        self.spec = master
+        self.tolerance = tolerance
+        th_lo, th_up = zip(*(b.cost_bounds() for b in blocks)) if blocks else ((), ())
+        self.th_lo = np.asarray(th_lo, dtype=np.float64)
+        self.th_up = np.asarray(th_up, dtype=np.float64)
+        c = np.concatenate([master.c, np.ones(self.nb)])
+        A = sp.hstack([master.A, sp.csr_matrix((master.A.shape[0], self.nb))], format="csr")
+        self.col_lo = np.concatenate([master.y_lo, self.th_lo])
+        self.col_up = np.concatenate([master.y_up, self.th_up])
+        # presolve off: after addRows HiGHS then always hot-starts from the previous basis
+        self.model = HighsLP(c, A, master.r_lo, master.r_up, self.col_lo, self.col_up, solver="simplex",
+                             tolerance=tolerance, presolve=False)
+        self.c = c
+        self.A_rows: list[sp.csr_matrix] = [A]
+        self.r_lo = [np.asarray(master.r_lo, dtype=np.float64)]
+        self.r_up = [np.asarray(master.r_up, dtype=np.float64)]
+        self.n_cuts = 0
+        self.skipped = 0
+
+    def _add(self, R: sp.csr_matrix, lo: np.ndarray, up: np.ndarray) -> None:
+        """Clean the rows (relax tiny coefficients away, scale each to a largest coefficient of
+        1, skip those that still span too much) and add them to the live model."""
+        R, lo, up = drop_small_coefficients(sp.csr_matrix(R), lo, up, self.col_lo, self.col_up,
+                                            tau=1.0 / MAX_CUT_RANGE)
+        a = abs(R)
+        big = np.asarray(a.max(axis=1).todense()).ravel()
+        keep = big > 0
+        small = np.full(R.shape[0], np.inf)
+        if a.nnz:
+            inv = a.copy()
+            inv.data = 1.0 / inv.data
+            small = np.where(keep, 1.0 / np.asarray(inv.max(axis=1).todense()).ravel().clip(1e-300), np.inf)
+        keep &= big <= MAX_CUT_RANGE * small
+        self.skipped += int(R.shape[0] - keep.sum())
+        if not keep.any():
+            return
+        scale = 1.0 / big[keep]
+        D = sp.diags(scale)
+        R = sp.csr_matrix(D @ R[keep])
+        lo, up = lo[keep] * scale, up[keep] * scale
+        self.model.add_rows(R, lo, up)
+        self.A_rows.append(R)
+        self.r_lo.append(np.asarray(lo, dtype=np.float64))
+        self.r_up.append(np.asarray(up, dtype=np.float64))
+        self.n_cuts += R.shape[0]
+
+    def add_cuts(self, cuts: Sequence[Cut], couplings: Sequence[np.ndarray]) -> None:
+        if not cuts:
+            return
+        rows, cols, vals, up = [], [], [], []
+        for t, cut in enumerate(cuts):
+            idx = couplings[cut.block]
+            nz = cut.coef != 0
+            # const + coef' y <= theta   <=>   coef' y - theta <= -const
+            rows.append(np.full(int(nz.sum()) + (0 if cut.feasibility else 1), t))
+            cols.append(idx[nz] if cut.feasibility else np.append(idx[nz], self.ny + cut.block))
+            vals.append(cut.coef[nz] if cut.feasibility else np.append(cut.coef[nz], -1.0))
+            up.append(-cut.const)
+        R = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(len(cuts), self.ny + self.nb))
+        self._add(R, np.full(len(cuts), -INF), np.asarray(up, dtype=np.float64))
+
+    def add_master_rows(self, R: sp.csr_matrix, lo: np.ndarray, up: np.ndarray) -> None:
+        """Valid inequalities on ``y`` alone (no theta), e.g. from a problem-specific separator."""
+        R = sp.hstack([sp.csr_matrix(R), sp.csr_matrix((R.shape[0], self.nb))], format="csr")
+        self._add(R, np.asarray(lo, dtype=np.float64), np.asarray(up, dtype=np.float64))
+
+    def _rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        A = sp.vstack(self.A_rows, format="csr") if len(self.A_rows) > 1 else self.A_rows[0]
+        self.A_rows = [A]
+        lo, up = np.concatenate(self.r_lo), np.concatenate(self.r_up)
+        self.r_lo, self.r_up = [lo], [up]
+        return A, lo, up
+
+    def solve(self, time_limit: float | None = None) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
+        """Solve; return (y, theta, rigorous lower bound, objective, seconds), or None when
+        ``time_limit`` seconds ran out first. Raises :class:`SolverLimitError` when HiGHS fails
+        on the master with every algorithm."""
+        t0 = time.perf_counter()
+        self.model.set_time_limit(time_limit)
+        sol = self.model.solve()
+        A, lo, up = self._rows()
+        for solver in ("simplex", "ipm"):
+            if sol.status in ("optimal", "time_limit"):
+                break
+            left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+            if left is not None and left <= 0:
+                return None
+            self.model = HighsLP(self.c, A, lo, up, self.col_lo, self.col_up, solver=solver,
+                                 tolerance=self.tolerance, presolve=False, time_limit=left)
+            sol = self.model.solve()
+        if sol.status == "time_limit":
+            return None
+        if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
+            raise SolverLimitError(f"Benders master: HiGHS returned {sol.status!r} with every algorithm")
+        self.model.use_dual_simplex()
+        lb = lagrangian_bound(self.c, A, lo, up, self.col_lo, self.col_up, sol.row_dual)
+        x = sol.x
+        return x[: self.ny], x[self.ny:], lb, sol.objective, time.perf_counter() - t0
+
+
+Heuristic = Callable[[np.ndarray, Sequence[BlockResult]], tuple[float, np.ndarray, list[np.ndarray]] | None]
+"""A primal heuristic: from the master's ``y`` and the blocks' answers, a feasible point
+``(value, y, xs)`` of the whole problem, or None."""
+
+
+def _round_cuts(results: Sequence[BlockResult], theta: np.ndarray, y: np.ndarray,
+                couplings: Sequence[np.ndarray]) -> list[Cut]:
+    """The cuts that cut off the master's point (y, theta)."""
+    cuts: list[Cut] = []
+    for r in results:
+        if r.cut is None:
+            continue
+        at = r.cut.const + float(np.dot(r.cut.coef, y[couplings[r.block]]))
+        bound = 0.0 if r.cut.feasibility else theta[r.block]
+        if at > bound + 1e-9 * max(1.0, abs(at)):
+            cuts.append(r.cut)
+    return cuts
+
+
+def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
+            time_limit: float | None = None, runner: Runner | None = None, tolerance: float = 1e-9,
+            progress: Progress | None = None,
+            separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
+            heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
+            start: tuple[float, np.ndarray, list[np.ndarray]] | None = None,
+            crossing: float = 0.0) -> BendersOutcome:
+    """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
+
+    ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
+    the master's solution; they are added to the master (the lower bound stays valid because
+    the inequalities hold for every feasible point of the full problem). ``heuristic`` is asked
+    for a feasible point in every round whose blocks did not all give one.
+
+    With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
+    not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
+    Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017), and the core moves halfway to
+    the master's y every round; when that cut does not cut off the master's point, the next
+    round separates at the master's y itself. The cuts are valid whatever point they come from;
+    the point is feasible for the master's own rows (both are), so the blocks' answers there
+    give upper bounds as usual. ``start`` is a known feasible point ``(value, y, xs)``: the
+    first upper bound.
+
+    Returns the best feasible (y, x) found with its true objective (upper bound) and the best
+    rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration, up to
+    ``crossing`` times the upper bound when the caller's upper bounds are the values of the
+    blocks' solutions as HiGHS returns them, feasible only to its tolerances (0 when they are
+    certified, as PMO's are), besides 1e-7 for rounding. When
+    HiGHS fails on the master or a block with every algorithm, the status is 'failed' and the
+    best bounds so far are returned.
+    """
+    t_start = time.perf_counter()
+    own_runner = runner is None
+    run = runner if runner is not None else SerialRunner(blocks, tolerance)
+    couplings = [b.coupling for b in blocks]
+    m = BendersMaster(master, blocks, tolerance)
+    lb, ub = -math.inf, math.inf
+    best_y: np.ndarray | None = None
+    best_x: list[np.ndarray | None] = [None] * len(blocks)
+    if start is not None:
+        ub, best_y, best_x = start[0], start[1], list(start[2])
+    history: list[dict[str, Any]] = []
+    status = "iteration_limit"
+    it = 0
+    kelley = False
+    core = None if core is None else np.asarray(core, dtype=np.float64).copy()
+
+    def left() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+
+    try:
+        for it in range(1, max_iterations + 1):
+            if left() is not None and left() <= 0:
+                status, it = "time_limit", it - 1
+                break
+            try:
+                solved = m.solve(left())
+            except SolverLimitError:
+                status, it = "failed", it - 1
+                break
+            if solved is None:  # the master alone used up the time limit
+                status, it = "time_limit", it - 1
+                break
+            y_master, theta, lb_it, obj, t_master = solved
+            lb = max(lb, lb_it)
+            y = y_master
+            if core is not None and not kelley:
+                y = in_out * y_master + (1.0 - in_out) * core
+                core = 0.5 * (core + y_master)
+            t0 = time.perf_counter()
+            results = run.solve_all(y, theta, left()) if blocks else []
+            t_sub = time.perf_counter() - t0
+            cuts = _round_cuts(results, theta, y_master, couplings)
+            kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
+            point = None
+            if all(r.feasible for r in results):
+                point = (float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), [r.x for r in results])
+            elif heuristic is not None:
+                point = heuristic(y, results)
+            if point is not None and point[0] < ub:
+                ub, best_y, best_x = point[0], point[1], list(point[2])
+            if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
+                raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
+            g = relative_gap(ub, lb)
+            rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
+                   "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
+                   "sub_seconds": t_sub, "elapsed": time.perf_counter() - t_start, "master_objective": obj,
+                   "blocks_failed": sum(r.status == "failed" for r in results)}
+            history.append(rec)
+            report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
+            m.add_cuts(cuts, couplings)
+            n_sep = 0
+            if separator is not None and g > gap:
+                extra = separator(y)
+                if extra is not None and extra[0].shape[0]:
+                    m.add_master_rows(*extra)
+                    n_sep = extra[0].shape[0]
+            rec["separated"] = n_sep
+            if g <= gap:
+                status = "optimal"
+                break
+            if any(r.status == "time_limit" for r in results):
+                status = "time_limit"
+                break
+            if not cuts and not n_sep and y is y_master:
+                failed = any(r.status == "failed" for r in results)
+                status = "failed" if failed else "stalled"   # (at the gap it would have stopped above)
+                break
+    finally:
+        if own_runner:
+            run.close()
+    return BendersOutcome(status=status, y=best_y, x=best_x, upper_bound=ub, lower_bound=lb, iterations=it,
+                          history=history, cuts=m.n_cuts, skipped_cuts=m.skipped)

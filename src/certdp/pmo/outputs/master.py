@@ -1,0 +1,328 @@
+"""The master of the outputs decomposition: a dense LP over points of the mDP polytope.
+
+``min g' b (+ slack terms)  s.t.  R b (+ s+ - s-) = 1,  b >= 0``: column s is a point r_s of P
+charged ``min_k c_k' r_s`` and given to that output, so any solution is a mechanism up to the
+row sums (C is a convex cone). It is solved by the dense interior-point method of
+:mod:`certdp.lp.dense` (0.1-0.3 s per solve at N = 500, where HiGHS takes 2-5 s on these dense
+masters), with HiGHS's IPM as the fallback when it does not converge.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...lp.dense import solve_dense_lp
+from ...lp.highs import INF, HighsLP, solve_lp
+
+
+BLOCK_ROWS = 50
+"""Components of at least this many records get a dense solve of their own; the smaller ones
+are packed into solves of at most this many rows."""
+
+SPLIT_GAIN = 0.2
+"""The master is split by component only where that cuts the dense work (rows^2 per group) by
+at least this share."""
+
+
+SCREEN_SHARE = 0.1
+"""Columns that cannot enter at any dual in the box are left out of a solve once they are at
+least this share of the columns (:meth:`ColumnMaster._screen`)."""
+
+
+class MasterSolution(NamedTuple):
+    """One solve of a :class:`ColumnMaster`: row duals, column weights, total slack, ``g' b``
+    (the objective without the slack terms), ``value`` (with them: with the stabilisation box a
+    relaxation of the free master, so no mechanism in the columns' span costs less, up to the
+    solver's tolerance) and seconds."""
+
+    duals: np.ndarray
+    weights: np.ndarray
+    slack: float
+    objective: float
+    value: float
+    seconds: float
+
+
+class ColumnMaster:
+    """The master LP of the module docstring, with dense columns R.
+
+    With ``box``, slack columns s+ / s- cost ``delta + center`` / ``delta - center``, which keeps
+    the duals in the box ``|lambda - center| <= delta`` (delta a number or one per row; box-step
+    stabilisation; without it the duals of this degenerate master swing to +-80 when costs are
+    O(1), and the bound stalls).
+    Without ``box`` every solution is a mechanism up to the solver's tolerance (the all-ones
+    columns make it feasible), which certification turns into an exact one.
+    """
+
+    def __init__(self, n: int, tolerance: float, comp: np.ndarray | None = None) -> None:
+        self.n = n
+        self.tolerance = tolerance
+        # the connected component of each row: every column lies on one component (module
+        # docstring of .solve), so the LP splits into one LP per group of components
+        self.comp = np.zeros(n, dtype=np.int64) if comp is None else np.asarray(comp, dtype=np.int64)
+        groups = self._groups()   # fixed with the rows: their components and their rows
+        self.split = [(g, np.flatnonzero(np.isin(self.comp, g))) for g in groups] if len(groups) > 1 else []
+        self.R = np.zeros((n, 0))
+        self.col_comp = np.zeros(0, dtype=np.int64)
+        self.owner = np.zeros(0, dtype=np.int64)
+        self.cost = np.zeros(0)
+        self.idle = np.zeros(0, dtype=np.int64)   # consecutive prunes each column was idle at
+        self.center = np.zeros(n)
+        self.delta = math.inf
+        self.iterations = 0
+        self.work = 0.0      # the last stabilised solve's dense work: rows^2 x columns x steps, summed over its parts
+        self.fallbacks = 0   # solves handed to HiGHS because the dense IPM did not converge
+        self.protected = 0   # the first columns are never deleted (they keep the LP feasible)
+
+    @property
+    def n_cols(self) -> int:
+        return int(self.cost.size)
+
+    def set_box(self, center: np.ndarray, delta: float | np.ndarray) -> None:
+        self.center = center.copy()
+        self.delta = np.asarray(delta, dtype=np.float64)
+
+    def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
+        support = R != 0
+        first = self.comp[np.argmax(support, axis=0)]
+        if np.any(support & (self.comp[:, None] != first[None, :])):
+            raise ValueError("a master column must lie on one connected component")
+        self.col_comp = np.concatenate([self.col_comp, first])
+        self.R = np.hstack([self.R, R])
+        self.owner = np.concatenate([self.owner, owner])
+        self.cost = np.concatenate([self.cost, g])
+        self.idle = np.concatenate([self.idle, np.zeros(g.size, dtype=np.int64)])
+
+    def solve(self, box: bool = True, elastic: tuple[np.ndarray, np.ndarray] | None = None, tol: float = 1e-8
+              ) -> MasterSolution:
+        """Solve the master; ``box`` False solves without the slack columns (every solution is
+        then a mechanism); ``elastic=(center, width)`` uses that box instead of the stabilisation
+        box; ``tol`` is the interior-point method's relative tolerance."""
+        t0 = time.perf_counter()
+        if elastic is not None:
+            slack_costs = (elastic[1] + elastic[0], elastic[1] - elastic[0])
+        else:
+            slack_costs = (self.delta + self.center, self.delta - self.center) if box else None
+        out = self._solve_blocks(slack_costs, tol)
+        if out is not None:
+            y, b, sp_, sm_, iterations, work = out
+            if box and elastic is None:
+                self.iterations, self.work = iterations, work
+        else:   # rare (a degenerate, badly conditioned master): HiGHS, slower but sure
+            self.fallbacks += 1
+            y, b, sp_, sm_ = self._highs(slack_costs)
+        b, sp_, sm_ = np.maximum(b, 0.0), np.maximum(sp_, 0.0), np.maximum(sm_, 0.0)
+        objective = float(self.cost @ b)
+        value = objective + (float(slack_costs[0] @ sp_ + slack_costs[1] @ sm_) if slack_costs is not None else 0.0)
+        return MasterSolution(y, b, float(sp_.sum() + sm_.sum()), objective, value, time.perf_counter() - t0)
+
+    def _groups(self) -> list[np.ndarray]:
+        """The components in groups solved as one LP each: every component of at least
+        ``BLOCK_ROWS`` rows on its own, the smaller ones packed in order into groups of at most
+        that many rows (a dense solve has a fixed cost per iteration; its work grows as rows^2 x
+        columns). One group, the whole LP, unless the split cuts that work by ``SPLIT_GAIN``: a
+        split changes the inexact master's duals, and with them the rounds (text-500, whose
+        largest component has 493 of 500 records: 27 rounds whole, 31 split)."""
+        sizes = np.bincount(self.comp)
+        groups = [np.array([c]) for c in np.flatnonzero(sizes >= BLOCK_ROWS)]
+        pack: list[int] = []
+        for c in np.flatnonzero((sizes > 0) & (sizes < BLOCK_ROWS)):
+            if pack and sizes[pack].sum() + sizes[c] > BLOCK_ROWS:
+                groups.append(np.array(pack))
+                pack = []
+            pack.append(int(c))
+        if pack:
+            groups.append(np.array(pack))
+        work = sum(float(sizes[g].sum()) ** 2 for g in groups)
+        return groups if work <= (1.0 - SPLIT_GAIN) * float(self.n) ** 2 else [np.unique(self.comp)]
+
+    def _solve_blocks(self, slack_costs: tuple[np.ndarray, np.ndarray] | None, tol: float
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, float] | None:
+        """The dense interior-point method on each group of components (:meth:`_groups`), the
+        parts put together; None if any part did not converge. The LP is the same: no row or
+        column joins two groups. ``iterations`` is the largest part's count, ``work`` the sum
+        over the parts of rows^2 x columns x steps (0 for a part its slack alone covers)."""
+        n, m = self.n_cols, self.n
+        y, b, sp_, sm_ = np.zeros(m), np.zeros(n), np.zeros(m), np.zeros(m)
+        live = self._screen(slack_costs)
+        parts = [(rows, np.flatnonzero(np.isin(self.col_comp, comps) & live)) for comps, rows in self.split] \
+            or [(np.arange(m), np.flatnonzero(live))]
+        whole = not self.split and bool(live.all())
+        iterations, work = 0, 0.0
+        for rows, cols in parts:
+            R = self.R if whole else self.R[np.ix_(rows, cols)]
+            costs = None if slack_costs is None else (slack_costs[0][rows], slack_costs[1][rows])
+            if cols.size == 0:   # every column of these components pruned or screened: slack covers them
+                if costs is None:
+                    return None
+                y[rows], sp_[rows] = costs[0], 1.0
+                continue
+            r = solve_dense_lp(R, self.cost[cols], np.ones(rows.size), costs, tol=tol)
+            if r.status not in ("optimal", "inaccurate"):
+                return None
+            y[rows], b[cols] = r.y, r.b
+            if slack_costs is not None:
+                sp_[rows], sm_[rows] = r.sp, r.sm
+            iterations = max(iterations, r.iterations)
+            work += float(rows.size) ** 2 * cols.size * max(1, r.iterations)
+        if slack_costs is None:
+            sp_, sm_ = np.zeros(0), np.zeros(0)
+        return y, b, sp_, sm_, iterations, work
+
+    def _screen(self, slack_costs: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """The columns that can be in an optimal solution. With slack columns, every dual lies
+        below the cost of s+ (the box's upper edge, u), and columns are non-negative, so a
+        column with ``g_s > u' r_s`` has a positive reduced cost at every feasible dual: it is
+        0 in every optimal solution and its dual constraint never binds, and leaving it out changes
+        neither the optimum nor the optimal duals. Text data's first rounds, where the start's
+        tents cost more than the box lets any row pay, keep few of their N columns. All are
+        kept when fewer than ``SCREEN_SHARE`` of them go (a copy of R then costs more than it
+        saves)."""
+        live = np.ones(self.n_cols, dtype=bool)
+        if slack_costs is None or self.n_cols == 0:
+            return live
+        reach = self.R.T @ slack_costs[0]
+        dead = self.cost > reach + 1e-9 * np.maximum(1.0, np.abs(reach))
+        if dead.sum() >= SCREEN_SHARE * self.n_cols:
+            live[dead] = False
+        return live
+
+    def _highs(self, slack_costs: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, ...]:
+        n, m = self.n_cols, self.n
+        A = sp.csr_matrix(self.R)
+        c = self.cost
+        if slack_costs is not None:
+            eye = sp.identity(m, format="csr")
+            A = sp.hstack([A, eye, -eye], format="csr")
+            c = np.concatenate([c, *slack_costs])
+        sol = solve_lp(c, A, np.ones(m), np.ones(m), np.zeros(A.shape[1]), np.full(A.shape[1], INF),
+                       solver="ipm", tolerance=self.tolerance, presolve=False)
+        if sol.status != "optimal" or sol.x is None or sol.row_dual is None:
+            raise RuntimeError(f"output decomposition master: HiGHS returned {sol.status!r}")
+        x = sol.x   # [b, s+, s-]; the slack parts are empty without the box
+        return sol.row_dual, x[:n], x[n:n + m], x[n + m:]
+
+    def prune(self, lam: np.ndarray, b: np.ndarray, limit: int, weight: float = 1e-7, reduced: float = 1e-6,
+              patience: int = 1) -> int:
+        """Above ``limit`` columns, delete those with weight at most ``weight`` x the largest and
+        a reduced cost above ``reduced`` (they can price out again later) at this and the
+        ``patience - 1`` calls before. A master solved to a loose tolerance leaves weights of
+        order tolerance / reduced cost on the columns its optimum does not use, so its cuts must
+        be higher; a patience above 1 keeps a column that the next master may use from being
+        deleted and priced again in turn with another (which stalls the bound). Returns how many
+        were deleted."""
+        rc = self.cost - self.R.T @ lam
+        idle = (b <= weight * max(1.0, float(b.max()))) & (rc > reduced)
+        self.idle = np.where(idle, self.idle + 1, 0)
+        if self.n_cols <= limit:
+            return 0
+        drop = self.idle >= patience
+        drop[:self.protected] = False
+        if not drop.any():
+            return 0
+        keep = ~drop
+        self.R, self.cost, self.owner, self.idle = self.R[:, keep], self.cost[keep], self.owner[keep], self.idle[keep]
+        self.col_comp = self.col_comp[keep]
+        return int(drop.sum())
+
+    def matrix(self, b: np.ndarray, K: int) -> np.ndarray:
+        Z = np.zeros((self.n, K))
+        np.add.at(Z.T, self.owner, (self.R * b[None, :]).T)
+        return Z
+
+
+def new_columns(Z: np.ndarray, C: np.ndarray, lam: np.ndarray, comp: np.ndarray, n_comp: int) -> np.ndarray:
+    """The pieces (one per connected component) of the priced points that have a negative
+    reduced cost, without repeats. Each piece is in C, since no constraint links components."""
+    if n_comp > 1:
+        # piece (j, c) of column j on component c, for the pairs that occur only: a dense
+        # N x columns x components array would take 2.5 GB at Gaussian 5,000 (300+ components)
+        rows, cols = np.nonzero(Z)
+        piece, at = np.unique(cols * n_comp + comp[rows], return_inverse=True)
+        Z_pieces = np.zeros((Z.shape[0], piece.size))
+        Z_pieces[rows, at] = Z[rows, cols]
+        Z = Z_pieces
+    rc = np.min(C.T @ Z, axis=0) - lam @ Z
+    good = Z[:, rc < -1e-9]
+    if good.shape[1] <= 1:
+        return good
+    _, first = np.unique(np.round(good.T, 10), axis=0, return_index=True)
+    return good[:, np.sort(first)]
+
+
+class FilledMaster:
+    """The free master with an mDP *fill*: one more point f of the cone C, given whole to one
+    output ``k0``, that makes up whatever the columns leave of the row sums:
+
+        min  g' b + c_k0' f   s.t.  R b + f = 1,   A f <= 0,   b, f >= 0.
+
+    Every solution is a mechanism (each output's column is a sum of points of C), and f = 0
+    gives back the exact free master, so it never costs more. It is what the free master lacks
+    where the priced points do not combine into an exact cover of the rows and it falls back
+    on the all-ones columns (word vectors: text-500 with eta fixed certified 1.32397, the
+    all-ones cover, until round 26 and 1% only at round 64; with the fill from round 11,
+    1.2325 there and 1% at round 22; docs/history.md). The columns may then undershoot the
+    row sums, and f makes up the rest along the mDP rows.
+
+    A live HiGHS model (simplex): columns are appended as they are priced (a primal simplex
+    carries on from the last basis), never deleted, and the cone rows of f join only when f
+    violates them (most of C's rows never bind: 700 of 2,500 on text-500).
+    """
+
+    def __init__(self, A: sp.csr_matrix, fill_cost: np.ndarray, fill_output: int, n_outputs: int,
+                 tolerance: float, max_iterations: int | None = None) -> None:
+        self.A = sp.csr_matrix(A)
+        self.n = self.A.shape[1]
+        self.k0, self.K = int(fill_output), int(n_outputs)
+        self.lp = HighsLP(np.asarray(fill_cost, dtype=np.float64), sp.identity(self.n, format="csr"),
+                          np.ones(self.n), np.ones(self.n), np.zeros(self.n), np.full(self.n, INF),
+                          solver="simplex", tolerance=tolerance, presolve=False)
+        self.in_model = np.zeros(self.A.shape[0], dtype=bool)   # the cone rows of f in the model
+        self.blocks: list[tuple[np.ndarray, np.ndarray]] = []   # the columns as added, with their owners
+        self.iterations = 0
+        self.max_iterations = max_iterations   # simplex iterations a solve may take (None: no limit)
+
+    def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
+        """Append columns: points of P, each charged ``g`` and given to ``owner``."""
+        if R.shape[1] == 0:
+            return
+        cols = sp.vstack([sp.csc_matrix(R), sp.csc_matrix((self.lp.n_row - self.n, R.shape[1]))])
+        self.lp.add_cols(cols, g, np.zeros(g.size), np.full(g.size, INF))
+        self.blocks.append((R, np.asarray(owner)))   # kept as given: no copy of all columns per call
+
+    def solve(self) -> np.ndarray | None:
+        """The optimal matrix (to HiGHS's tolerance: certify it), or None if HiGHS failed or
+        the solve (with its added rows) reached ``max_iterations``."""
+        left = self.max_iterations
+        while True:
+            if left is not None:
+                self.lp.set_option("simplex_iteration_limit", max(1, left))
+            sol = self.lp.solve(fetch=("x",))
+            self.iterations += sol.iterations
+            if left is not None:
+                left -= sol.iterations
+            if sol.status != "optimal" or sol.x is None:
+                return None
+            x = np.maximum(sol.x, 0.0)
+            f, b = x[:self.n], x[self.n:]
+            v = self.A @ f
+            v[self.in_model] = -INF
+            bad = np.flatnonzero(v > 1e-12)
+            if bad.size == 0:
+                break
+            self.in_model[bad] = True
+            rows = self.A[bad]
+            self.lp.add_rows(sp.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(bad.size, self.lp.n_col)),
+                             np.full(bad.size, -INF), np.zeros(bad.size))
+        Z = np.zeros((self.n, self.K))
+        at = 0
+        for R, owner in self.blocks:
+            np.add.at(Z.T, owner, (R * b[None, at:at + R.shape[1]]).T)
+            at += R.shape[1]
+        Z[:, self.k0] += f
+        return Z

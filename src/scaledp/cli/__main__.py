@@ -1,5 +1,0 @@
-"""``python -m scaledp.cli``: the ``scaledp`` command without its installed entry point."""
-
-from . import main
-
-main()
