@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+import numpy as np
 
 
 @contextmanager
@@ -31,3 +34,44 @@ def write_json(path: str | Path, obj: Any) -> Path:
     with atomic_target(path, ".json") as tmp:
         Path(tmp).write_text(json.dumps(obj, default=float))
     return Path(path)
+
+
+MAX_JSON_DEPTH = 32
+"""The deepest nesting of arrays and objects any JSON that certdp reads may have. Every file
+format and message of certdp nests at most 4 levels; the limit leaves room and keeps the
+parser's recursion far from Python's limit."""
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` in JSON ``text``, brackets inside strings ignored.
+    Vectorised, so it runs before any parsing at the cost of one pass over the bytes."""
+    bare = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    step = np.isin(bare, (ord("["), ord("{"))).astype(np.int64) - np.isin(bare, (ord("]"), ord("}")))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, nonfinite: bool = False) -> Any:
+    """Parse JSON ``text`` that came from outside certdp (a file, a request, an option).
+
+    Raises ``ValueError`` naming ``what`` when the text is not JSON, when it nests deeper than
+    ``max_depth`` (checked before parsing, so a hostile depth never reaches the recursive
+    parser), or, unless ``nonfinite``, when it holds NaN or Infinity, which JSON does not have
+    (certdp's own metadata writes an infinite eta as ``Infinity``, as Python's json does)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise ValueError(f"{what} nests {depth} levels deep; at most {max_depth} are accepted")
+
+    def _no_constant(name: str) -> Any:
+        raise ValueError(f"{what} holds {name}, which is not a JSON number")
+
+    try:
+        return json.loads(text) if nonfinite else json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None

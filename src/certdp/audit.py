@@ -35,7 +35,6 @@ distances disagree with them; a file that does not carry them is *unverifiable*.
 
 from __future__ import annotations
 
-import json
 import math
 import zipfile
 from dataclasses import asdict, dataclass
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from . import _validate as V
+from ._io import load_json
 from .measures import expected_loss, quantile_loss, worst_case_loss
 from .space import check_distance_matrix, neighbor_pairs
 
@@ -238,9 +238,9 @@ def read_mechanism_file(path: str | Path) -> MechanismFile:
             raise
         raise MechanismFileError(f"{p} is truncated or damaged ({type(exc).__name__})") from None
     try:
-        meta = json.loads(meta_text)
-    except json.JSONDecodeError:
-        raise MechanismFileError(f"{p}: 'metadata' is not a JSON object") from None
+        meta = load_json(meta_text, f"{p}: 'metadata'", nonfinite=True)
+    except ValueError as exc:
+        raise MechanismFileError(str(exc)) from None
     if not isinstance(meta, dict):
         raise MechanismFileError(f"{p}: 'metadata' is not a JSON object")
     Z = get["matrix"]

@@ -11,7 +11,7 @@ import click
 from rich.table import Table
 
 from .. import _validate as V
-from .._io import write_json
+from .._io import load_json, write_json
 from .common import Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
 
 
@@ -40,9 +40,9 @@ def _load_tensor(table: str, columns: str, domains_file: str | None, names: str 
         frame = read_table(table, col_names)
     if domains_file:
         try:
-            raw = json.loads(Path(domains_file).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"--domains: cannot read {domains_file}: {exc}") from None
+            raw = load_json(Path(domains_file).read_bytes(), f"--domains file {domains_file}")
+        except OSError as exc:
+            raise ValueError(f"--domains: cannot read {domains_file}: {exc.strerror or exc}") from None
         if not isinstance(raw, dict):
             raise ValueError("--domains must be a JSON object: column -> {values: [...]} or {low, high, bins}")
         for c, d in raw.items():

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from .._io import load_json
+
 
 class ProtocolError(ValueError):
     """A message failed validation; the receiver's state is unchanged."""
@@ -74,9 +76,9 @@ class _Message:
     @classmethod
     def from_json(cls, text: str):
         try:
-            d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProtocolError(f"not valid JSON: {exc}") from None
+            d = load_json(text, "the message")
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
         return cls.from_dict(d)
 
     @classmethod

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import _validate as V
-from .._io import atomic_target
+from .._io import atomic_target, load_json
 from ..randomness import RNGLike, as_generator
 from .tensor import CountTensor, Domain
 
@@ -267,9 +267,9 @@ def load_view(path: str | Path) -> "BlockView | SampleView | MarginalView":
     if not p.is_file():
         raise ValueError(f"view not found: {p}")
     try:
-        d = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{p} is not a view file: {exc}") from None
+        d = load_json(p.read_bytes(), f"view file {p}")
+    except OSError as exc:
+        raise ValueError(f"cannot read the view file {p}: {exc.strerror or exc}") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ValueError(f"{p} is not a {FORMAT} file")
     if "marginals" in d:
