@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from certdp import solve
 from certdp.audit import verify
 from certdp.cli import main
 from certdp.datasets.city import grid_city, helsinki
+from certdp.experiments.instances import data_dir
 from certdp.experiments.lrgeo import world_space
 from certdp.lrgeo.measures import column_inference, measure_round, relaxed_lower_bound, violations
 from certdp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
@@ -24,7 +24,7 @@ from certdp.lrgeo.user import LRGeoParams, LRGeoUser, geo_ind_path_distance
 
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
-HELSINKI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "helsinki"
+HELSINKI = data_dir() / "helsinki"
 
 
 @pytest.fixture(scope="module")
