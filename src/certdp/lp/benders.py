@@ -46,6 +46,8 @@ class BlockSpec:
     variables are slacks of an elastic block (a relaxation: its solutions are points of the
     original problem only when their slack is 0). ``value_lo`` is a known lower bound on the
     block's value for every y (tighter than the box's, e.g. from its row sums), or None.
+    ``basis`` is a starting basis for the block's first solve, as status codes of its columns
+    and rows (:meth:`certdp.lp.highs.HighsLP.set_basis_status`), or None (the slack basis).
     """
 
     c: np.ndarray
@@ -58,6 +60,7 @@ class BlockSpec:
     x_up: np.ndarray
     n_slack: int = 0
     value_lo: float | None = None
+    basis: tuple[np.ndarray, np.ndarray] | None = None
 
     def affine(self, pi: np.ndarray, c: np.ndarray) -> tuple[float, np.ndarray]:
         """The Lagrangian minorant ``a + g' y[coupling]`` of this block from multipliers ``pi``
@@ -146,6 +149,8 @@ class BlockSolver:
         self.spec = spec
         self.tolerance = tolerance
         self.model = self._model(*self._bounds(np.zeros(len(spec.coupling))), "simplex", spec.n_slack > 0)
+        if spec.basis is not None:
+            self.model.set_basis_status(*spec.basis)
         self.rows = np.arange(spec.W.shape[0], dtype=np.int32)
 
     def _model(self, lo: np.ndarray, up: np.ndarray, solver: str, presolve: bool) -> HighsLP:
@@ -405,19 +410,29 @@ def _round_cuts(results: Sequence[BlockResult], theta: np.ndarray, y: np.ndarray
     return cuts
 
 
+def _point(master: MasterSpec, y: np.ndarray, results: Sequence[BlockResult]
+           ) -> tuple[float, np.ndarray, list[np.ndarray]] | None:
+    """``(value, y, xs)`` when every block was feasible at ``y``, else None."""
+    if not all(r.feasible for r in results):
+        return None
+    return float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), [r.x for r in results]
+
+
 def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
             time_limit: float | None = None, runner: Runner | None = None, tolerance: float = 1e-9,
             progress: Progress | None = None,
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
             start: tuple[float, np.ndarray, list[np.ndarray]] | None = None,
-            crossing: float = 0.0) -> BendersOutcome:
+            crossing: float = 0.0, repair: Callable[[np.ndarray], np.ndarray] | None = None) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
     the master's solution; they are added to the master (the lower bound stays valid because
     the inequalities hold for every feasible point of the full problem). ``heuristic`` is asked
-    for a feasible point in every round whose blocks did not all give one.
+    for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
+    the master's point to one the problem knows to be better; the blocks are solved there too
+    every round, their cuts join the master's and their value, if all are feasible, is an upper bound.
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
@@ -476,16 +491,21 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 core = 0.5 * (core + y_master)
             t0 = time.perf_counter()
             results = run.solve_all(y, theta, left()) if blocks else []
-            t_sub = time.perf_counter() - t0
             cuts = _round_cuts(results, theta, y_master, couplings)
             kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
-            point = None
-            if all(r.feasible for r in results):
-                point = (float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), [r.x for r in results])
-            elif heuristic is not None:
-                point = heuristic(y, results)
-            if point is not None and point[0] < ub:
-                ub, best_y, best_x = point[0], point[1], list(point[2])
+            points = [_point(master, y, results)]
+            if points[0] is None and heuristic is not None:
+                points.append(heuristic(y, results))
+            if repair is not None and blocks:
+                y_r = repair(y_master)
+                fixed = run.solve_all(y_r, theta, left())
+                cuts += _round_cuts(fixed, theta, y_master, couplings)
+                points.append(_point(master, y_r, fixed))
+                results = list(results) + list(fixed)
+            t_sub = time.perf_counter() - t0
+            for point in points:
+                if point is not None and point[0] < ub:
+                    ub, best_y, best_x = point[0], point[1], list(point[2])
             if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
                 raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
             g = relative_gap(ub, lb)
