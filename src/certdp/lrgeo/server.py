@@ -68,9 +68,8 @@ def build_block(req: ObfuscationRequest, P: LRGeoParams, K: int, cout: np.ndarra
     lower side as a shift of the variable, ``x_ik = lower_ik y'_k + s_ik`` with ``s_ik >= 0``
     (``s_ik <= 1`` holds since the unit row keeps x_ik <= 1). The LP is the same; the block
     has one row per upper bound instead of one per pair (at the paper's settings 48,000 of a
-    block's 79,000 rows were such bounds), and its slack basis starts every entry at its
-    smallest value, where most of them end (the dual simplex's iterations of a block's first
-    solve fell from 6,800 to ...). ``free`` of the response is x = lower y' + s."""
+    block's 79,000 rows are such pairs), and every entry starts at its smallest value, where
+    most of them end. ``free`` of the response is x = lower y' + s."""
     n, o = req.D_NO.shape
     cols = req.columns
     D = req.D_NO
