@@ -76,13 +76,9 @@ def test_save_load_roundtrip(tmp_path):
     p = v.save(tmp_path / "v.json")
     u = BlockView.load(p)
     w = Workload.random(t.shape, 100, 2, rng=3)
-    assert np.array_equal(u.answer(w), v.answer(w))
+    assert np.array_equal(u.estimates(w), v.estimates(w))
+    assert np.array_equal(u.std(w), v.std(w))
     assert u.spent == v.spent and u.params["k"] == 4 and u.columns == t.columns
     (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(ValueError, match="not a"):
         BlockView.load(tmp_path / "bad.json")
-    d = v.to_dict()
-    d["values"] = d["values"][:-1]
-    (tmp_path / "short.json").write_text(json.dumps(d))
-    with pytest.raises(ValueError, match="inconsistent"):
-        BlockView.load(tmp_path / "short.json")

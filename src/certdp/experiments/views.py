@@ -86,7 +86,7 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
             t0 = time.perf_counter()
             v = build_view(tensor, m, epsilon, g, **params.get(m, {}))
             secs.append(time.perf_counter() - t0)
-            errs.append(rmse(v.answer(work), truth))
+            errs.append(rmse(v.estimates(work), truth))
             blocks.append(v.n_blocks)
             spent.append(v.spent)
         rows.append(CompareRow(m, float(np.mean(errs)), float(np.std(errs)), float(np.mean(blocks)),
