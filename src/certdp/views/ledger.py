@@ -118,7 +118,8 @@ def _value_hashes(col: pd.Series, name: str) -> np.ndarray:
     """A 128-bit hash (two uint64) of every value of ``col``, hashing each distinct value once."""
     codes, uniques = pd.factorize(col, use_na_sentinel=True)
     try:
-        keys = [_canonical(v) for v in np.asarray(uniques, dtype=object).tolist()]
+        arr = uniques.to_numpy() if hasattr(uniques, "to_numpy") else np.asarray(uniques)
+        keys = [_canonical(v) for v in list(arr)]          # numpy scalars keep their precision
     except TypeError as exc:
         raise TypeError(f"column {name!r}: {exc}") from None
     table = np.frombuffer(b"".join(hashlib.blake2b(k, digest_size=16).digest() for k in keys + [_NA]),
@@ -236,7 +237,10 @@ class Ledger:
             raw = self.path.read_bytes()
         except OSError as exc:
             raise LedgerError(f"cannot read the {where}: {exc.strerror or exc}") from None
-        d = load_json(raw, where)
+        try:
+            d = load_json(raw, where)
+        except ValueError as exc:
+            raise LedgerError(str(exc)) from None
         if not isinstance(d, dict) or d.get("format") != LEDGER_FORMAT:
             raise LedgerError(f"{self.path} is not a {LEDGER_FORMAT} file")
         if d.get("digest") != content_digest(d):

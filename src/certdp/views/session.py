@@ -104,7 +104,8 @@ class Session:
     def tensor(self, columns: Sequence[str] | None = None, domains: Mapping[str, Domain] | None = None, *,
                overflow: str = "refuse") -> CountTensor:
         """The count tensor a view of ``columns`` over the public ``domains`` is built from (the
-        session's tensor itself when it was given one)."""
+        session's tensor itself when it was given one). ``domains`` may declare more columns
+        than the view is over: declare the table's public domains once, choose columns per view."""
         if isinstance(self._data, CountTensor):
             if columns is not None or domains is not None:
                 raise ValueError("this session holds a count tensor: its columns and domains are fixed")
@@ -113,7 +114,9 @@ class Session:
             raise ValueError("columns must name the table's columns the view is over")
         if isinstance(columns, str):
             raise TypeError(f"columns must be a list of column names, got the string {columns!r}")
-        return CountTensor.from_frame(self._data, columns, domains, overflow=overflow)
+        chosen = set(columns)
+        return CountTensor.from_frame(self._data, columns, {c: d for c, d in (domains or {}).items() if c in chosen},
+                                      overflow=overflow)
 
     def build_view(self, method: str = "ripost", epsilon: float = 0.1, *, columns: Sequence[str] | None = None,
                    domains: Mapping[str, Domain] | None = None, overflow: str = "refuse", rng: RNGLike = None,
