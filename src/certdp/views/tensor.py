@@ -209,7 +209,8 @@ _DOMAIN_KEYS = {"name", "values", "low", "high", "bins", "overflow"}
 def bin_edges(low: float, high: float, bins: int) -> np.ndarray:
     """``low + (high - low) i / bins`` for i = 0..bins, the product taken before the division so
     that integer ranges get integer edges exactly (``(high - low) / bins * i`` does not: with
-    ages 17-91 in 74 bins it put 56 and 60 in the bin below theirs); the last edge is ``high``."""
+    ages 17-91 in 74 bins it would put 56 and 60 in the bin below theirs); the last edge is
+    ``high``."""
     i = np.arange(bins + 1, dtype=np.float64)
     e = low + ((high - low) * i) / bins
     e[-1] = high
