@@ -142,11 +142,11 @@ def table_digest(data: pd.DataFrame | CountTensor) -> str:
         raise ValueError("the table has two columns of one name; its rows cannot be identified")
     order = sorted(range(len(names)), key=lambda j: names[j])
     cols = [_value_hashes(data.iloc[:, j], names[j]) for j in order]
-    rows = np.hstack(cols) if cols else np.zeros((len(data), 0), dtype="<u8")
-    if rows.shape[1]:
-        rows = rows[np.lexsort(rows.T[::-1])]
+    rows = np.ascontiguousarray(np.hstack(cols) if cols else np.zeros((len(data), 0), dtype="<u8"), dtype="<u8")
+    if rows.shape[1]:                                   # sorted as byte strings: a canonical order, fast
+        rows = np.sort(rows.view(np.dtype((np.void, rows.shape[1] * 8))).ravel())
     head = canonical_json({"kind": _TABLE_DIGEST, "columns": [names[j] for j in order], "rows": len(data)})
-    return "sha256:" + hashlib.sha256(head + b"\n" + rows.astype("<u8").tobytes()).hexdigest()
+    return "sha256:" + hashlib.sha256(head + b"\n" + rows.tobytes()).hexdigest()
 
 
 # ----------------------------------------------------------------------------- the ledger
