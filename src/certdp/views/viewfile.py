@@ -166,7 +166,8 @@ def check_partition(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], fail
     that tiles a region either is one box equal to it, or can be split by some axis-aligned
     plane that no box crosses (found, for each axis, by sorting the boxes by their lower end
     and looking for a position the running maximum of their upper ends does not pass), and
-    then each side must tile its half. Below 64 boxes, or when no plane is found, the boxes
+    then each side must tile its half (one-cell leaves, the dense methods' files, are checked
+    directly: distinct cells, as many as the domain has). Below 64 boxes, or when no plane is found, the boxes
     are compared pairwise (overlap on every axis means overlap) and their volumes, exact
     integers, must add up to the region's: disjoint boxes inside a region cover it exactly
     when their volumes add up. A tiling by boxes that no plane splits and that has more than
@@ -178,6 +179,13 @@ def check_partition(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], fail
         raise fail("the view has no leaf")
     if np.any(lo < 0) or np.any(hi > shp[None, :]) or np.any(hi <= lo):
         raise fail("a leaf lies outside the domain or is empty")
+    cells = math.prod(shape)
+    if np.all(hi - lo == 1) and cells < 2**62:       # one leaf per cell (Identity, HDMM, DAWA): distinct, all there
+        if lo.shape[0] != cells:
+            raise fail("two leaves overlap" if lo.shape[0] > cells else "the leaves leave part of the domain uncovered")
+        if np.any(np.bincount(np.ravel_multi_index(tuple(lo.T), shape), minlength=cells) != 1):
+            raise fail("two leaves overlap")
+        return
     stack = [(np.zeros_like(shp), shp.copy(), np.arange(lo.shape[0]))]
     while stack:
         r_lo, r_hi, idx = stack.pop()
