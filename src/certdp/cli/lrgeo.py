@@ -298,9 +298,11 @@ def _check_listen(host: str, port: int) -> None:
               help="seed for the user's random choices, the same draws as the browser page's ?seed= (default: the "
                    "operating system's randomness)")
 @click.option("--wait", type=float, default=300.0, show_default=True, help="seconds to wait for the round")
+@click.option("--retries", type=int, default=3, show_default=True,
+              help="times a request is tried again when the server is unreachable or busy (backoff 0.5 s, doubling)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable result")
 def lrgeo_user(url: str, location: int | None, lat: float | None, lon: float | None, data_dir: str | None,
-               network: str | None, seed: int | None, wait: float, as_json: bool) -> None:
+               network: str | None, seed: int | None, wait: float, retries: int, as_json: bool) -> None:
     """One LR-Geo user: builds its LR set and coefficients here, sends only those to the
     server, certifies the matrix it gets back and reports a location drawn from it. The true
     location never leaves this process."""
@@ -312,13 +314,14 @@ def lrgeo_user(url: str, location: int | None, lat: float | None, lon: float | N
         if (location is None) == (lat is None or lon is None) or ((lat is None) != (lon is None)):
             raise ValueError("give --location, or both --lat and --lon")
         V.positive_float("--wait", wait)
+        V.int_in_range("--retries", retries, 0, 100)
         if seed is not None:
             V.int_in_range("--seed", seed, 0, 2 ** 64 - 1)
-        client = LRGeoClient(url, data_dir=data_dir or default_data_dir() / "helsinki", timeout=60.0)
+        client = LRGeoClient(url, data_dir=data_dir or default_data_dir() / "helsinki", timeout=60.0, retries=retries)
         try:
             if network is not None:
                 shape = client.info().world.grid
-                client = LRGeoClient(url, world=load_world("gridcity", *shape, network=network))
+                client = LRGeoClient(url, world=load_world("gridcity", *shape, network=network), retries=retries)
             res = client.obfuscate(location, latlon=None if lat is None else (lat, lon), rng=seed, wait=wait)
         except ServiceError as exc:
             raise ValueError(str(exc)) from None

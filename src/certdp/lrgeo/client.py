@@ -58,7 +58,7 @@ class LRGeoClient:
     """
 
     def __init__(self, url: str, *, world: World | None = None, data_dir: str | Path | None = None,
-                 timeout: float = 60.0, retries: int = 5, backoff: float = 0.5,
+                 timeout: float = 60.0, retries: int = 3, backoff: float = 0.5,
                  on_send: Callable[[str, bytes | None], None] | None = None) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
