@@ -436,6 +436,28 @@ def test_wait_is_a_bounded_finite_number_of_seconds(server):
         assert code == 422 and "wait" in body["error"]
 
 
+def test_waiting_for_results_holds_no_thread(server):
+    """Sixty clients waiting for a result that will not come (the user never uploads) do not
+    keep the server from answering anyone else, even on the routes that run in its worker
+    threads (a table request; there are 40 of them): a wait holds no thread."""
+    url, _ = server
+    client = LRGeoClient(url)
+    u = LRGeoUser(client.world(), 9, client.info().params.lrgeo(), name="unassigned", rng=3)
+    code, grant, _ = _request(url + "/table", "POST", u.table_request().to_json().encode())
+    auth = {"Authorization": "Bearer " + grant["token"]}
+    answers: list[int] = []
+    polls = [threading.Thread(target=lambda: answers.append(
+        _request(url + f"/result/{grant['user']}?wait=8", headers=auth)[0])) for _ in range(60)]
+    for t in polls:
+        t.start()
+    time.sleep(1.0)
+    assert _request(url + "/table", "POST", u.table_request().to_json().encode())[0] == 200
+    assert not answers and sum(t.is_alive() for t in polls) == 60      # all still waiting meanwhile
+    for t in polls:
+        t.join(30)
+    assert answers == [202] * 60
+
+
 def test_a_stale_client_is_told_the_server_restarted(server):
     url, _ = server
     client = LRGeoClient(url, retries=0)
