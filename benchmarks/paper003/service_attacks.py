@@ -119,8 +119,8 @@ def main() -> None:
     write_table("service_attacks", f"LR-Geo service: hostile uploads and clients (gridcity {a.grid})", [
         "attack", "body bytes", "the service's answer", "answer s", "honest users", "round solve s",
         "round s / baseline", "peak MB"], rows, notes=[
-        "each attack in its own process with two honest users in the same round (in process, no HTTP); the baseline "
-        "is the same round without the attacker",
+        ("each attack in its own process with two honest users in the same round (in process, no HTTP); the "
+         "baseline is the same round without the attacker"),
         "peak MB: the process's VmHWM, world and reference table included"], raw=results, args=a)
 
 

@@ -137,14 +137,14 @@ def test_the_page_and_the_python_user_report_the_same_location_and_the_page_keep
 
 
 def test_without_a_seed_the_page_draws_from_the_devices_randomness(server, browser):
-    page, requests, outside, errors = _open(browser, server)
+    page, _, outside, errors = _open(browser, server)
     outs = {_pick_and_run(page, server, 12, None) for _ in range(2)}
     assert not errors and not outside and all(0 <= o < 64 for o in outs)
     page.close()
 
 
 def test_the_api_docs_load_from_the_server_alone(server, browser):
-    page, requests, outside, errors = _open(browser, server)
+    page, _, outside, errors = _open(browser, server)
     page.goto(server + "/docs")
     page.wait_for_selector(".opblock", timeout=60_000)
     operations = page.locator(".opblock-summary-path").all_inner_texts()

@@ -18,15 +18,16 @@ import urllib.request
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from certdp.datasets.city import grid_city
 from certdp.lrgeo.client import LRGeoClient, ServiceError
 from certdp.lrgeo.messages import ObfuscationRequest, ProtocolError, TableRequest, TableResponse
+from certdp.lrgeo.server import build_block, column_scale
 from certdp.lrgeo.service import (
     Busy, Forbidden, Limits, RoundScheduler, TooCostly, TooMany, UnknownUser, WorldBounds, lp_rows,
 )
-from certdp.lrgeo.server import build_block, column_scale
 from certdp.lrgeo.user import LRGeoParams, LRGeoUser
 
 
@@ -420,7 +421,7 @@ def test_whoever_learns_an_id_cannot_act_for_its_user(server):
     upload = ObfuscationRequest.from_dict({**json.loads(upload.to_json()), "user": grant["user"]})
     for headers, status in (({}, 401), ({"Authorization": "Bearer " + "x" * 43}, 403),
                             ({"Authorization": "Basic " + grant["token"]}, 401)):
-        code, _, h = _request(url + f"/upload/{grant['user']}", "POST", upload.to_json().encode(), headers)
+        code, _, _ = _request(url + f"/upload/{grant['user']}", "POST", upload.to_json().encode(), headers)
         assert code == status
         code, _, _ = _request(url + f"/result/{grant['user']}", headers=headers)
         assert code == status
@@ -443,7 +444,7 @@ def test_waiting_for_results_holds_no_thread(server):
     url, _ = server
     client = LRGeoClient(url)
     u = LRGeoUser(client.world(), 9, client.info().params.lrgeo(), name="unassigned", rng=3)
-    code, grant, _ = _request(url + "/table", "POST", u.table_request().to_json().encode())
+    _, grant, _ = _request(url + "/table", "POST", u.table_request().to_json().encode())
     auth = {"Authorization": "Bearer " + grant["token"]}
     answers: list[int] = []
     polls = [threading.Thread(target=lambda: answers.append(
@@ -552,11 +553,11 @@ def test_generated_json_bodies_never_reach_a_server_error(server):
     client = LRGeoClient(url)
     w, P = client.world(), client.info().params.lrgeo()
     u = LRGeoUser(w, 30, P, name="unassigned", rng=2)
-    code, grant, _ = _request(url + "/table", "POST", u.table_request().to_json().encode())
+    _, grant, _ = _request(url + "/table", "POST", u.table_request().to_json().encode())
     auth = {"Authorization": "Bearer " + grant["token"]}
-    json_values = st.recursive(st.none() | st.booleans() | st.floats(allow_nan=False) | st.integers() | st.text(max_size=8),
-                               lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
-                                                                                         max_size=4), max_leaves=30)
+    leaves = st.none() | st.booleans() | st.floats(allow_nan=False) | st.integers() | st.text(max_size=8)
+    json_values = st.recursive(leaves, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+        st.text(max_size=6), kids, max_size=4), max_leaves=30)
     message = st.fixed_dictionaries({"type": st.sampled_from(["TableRequest", "ObfuscationRequest"]),
                                      "user": st.sampled_from([grant["user"], "x"])},
                                     optional={k: json_values for k in ("center", "radius_km", "D_NN", "columns",

@@ -44,7 +44,8 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import SchemaValidator, core_schema as cs
+from pydantic_core import SchemaValidator
+from pydantic_core import core_schema as cs
 
 from .._io import MAX_JSON_DEPTH, json_depth
 from ..space import EARTH_RADIUS_KM
@@ -139,7 +140,9 @@ class Array:
             if np.isinf(a).any():
                 raise ValueError("contains an infinite value")
             vals = a[~nan] if nan.any() else a
-        if vals.size and ((self.ge is not None and vals.min() < self.ge) or (self.le is not None and vals.max() > self.le)):
+        low = self.ge is not None and vals.size and vals.min() < self.ge
+        high = self.le is not None and vals.size and vals.max() > self.le
+        if low or high:
             raise ValueError(f"values must be in [{self.ge}, {self.le}]")
         return a
 
@@ -230,7 +233,7 @@ class TableRequest(Message):
     radius_km: float = Field(gt=0, le=MAX_KM)
 
     @model_validator(mode="after")
-    def _latlon(self) -> "TableRequest":
+    def _latlon(self) -> TableRequest:
         if abs(self.center[0]) > 90 or abs(self.center[1]) > 180:
             raise ValueError(f"center must be (lat, lon) in degrees, got {self.center.tolist()}")
         return self
@@ -253,7 +256,7 @@ class TableResponse(Message):
 
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TableResponse":
+    def _consistent(self) -> TableResponse:
         if len(self.pair_key) != len(self.pair_beta) or len(self.fine_node) != len(self.fine_latlon):
             raise ValueError("array lengths disagree")
         if len(self.fine_node) and self.fine_node.max() >= self.n_nodes:
@@ -284,7 +287,7 @@ class ObfuscationRequest(Message):
 
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ObfuscationRequest":
+    def _consistent(self) -> ObfuscationRequest:
         D, cols = self.D_NN, self.columns
         n = D.shape[0]
         if D.shape != (n, n):

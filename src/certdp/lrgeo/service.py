@@ -67,7 +67,6 @@ a client's error is one line, never a traceback.
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
 import math
 import secrets
@@ -136,6 +135,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
 
+class _ArrayModel(_Model):
+    """A model with numpy array fields (:class:`certdp.lrgeo.messages.Array`)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
 class Limits(_Model):
     """The service's limits; the names are the ``certdp lrgeo serve`` options'."""
 
@@ -200,7 +205,7 @@ class Info(_Model):
     method: Literal["benders", "monolithic"]
 
 
-class RoadGraph(_Model):
+class RoadGraph(_ArrayModel):
     """The road graph as compressed sparse rows (scipy's ``csr_matrix``): the edges of node i
     are ``indices[indptr[i]:indptr[i+1]]`` with lengths ``length_km`` (used in both directions)."""
 
@@ -209,13 +214,9 @@ class RoadGraph(_Model):
     indices: Nodes
     length_km: list[float]
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-
-class WorldMap(_Model):
+class WorldMap(_ArrayModel):
     """The public world, all a user's side of the protocol needs (the browser page reads it)."""
-
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     name: str
     fingerprint: str
@@ -235,10 +236,8 @@ class WorldMap(_Model):
                                   indices=g.indices.astype(np.int64), length_km=g.data.astype(float).tolist()))
 
 
-class TableGrant(_Model):
+class TableGrant(_ArrayModel):
     """The answer to a table request: the user's id and secret token, and its table rows."""
-
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     user: str = Field(pattern=NAME_PATTERN)
     token: str = Field(description="send as 'Authorization: Bearer TOKEN' with the upload and the result")
@@ -821,7 +820,8 @@ def create_app(scheduler: RoundScheduler) -> Any:
     ``/openapi.json`` is the protocol's schema and ``/docs`` shows it, from this server alone."""
     require("fastapi", "service", "the LR-Geo HTTP service")
     offline = require("fastapi_offline", "service", "the LR-Geo service's documentation pages")
-    from fastapi import Depends, Path as PathParam, Query, Request
+    from fastapi import Depends, Query, Request
+    from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse, Response
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
