@@ -269,6 +269,9 @@ def test_cli_ledger_until_the_total_is_spent(tmp_path):
     r = CliRunner()
     res = r.invoke(main, base + ["--epsilon", "0.3", "--out", str(tmp_path / "v0.json")])
     assert res.exit_code == 2 and "--total-budget" in res.output
+    res = r.invoke(main, base + ["--total-budget", "0.2", "--epsilon", "0.3", "--out", str(tmp_path / "v0.json")])
+    assert res.exit_code == 2 and "before any noise" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json", "t.csv"]          # nothing written
     outs = []
     for i in range(4):
         out = tmp_path / f"v{i}.json"

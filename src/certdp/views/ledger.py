@@ -28,9 +28,10 @@ can guess the data check the guess).
 list of releases (epsilon, method, columns, time, status ``charged`` then ``released``), and a
 content digest over the whole that detects accidental or naive edits (not a forger: nothing
 secret is involved). Every change happens under an exclusive ``fcntl.flock`` on a lock file
-beside the ledger (``FILE.lock``, never replaced, so every writer locks the same inode), reads
-the ledger afresh, and writes it back atomically: a temporary file, flushed to disk, renamed
-over the ledger, the folder flushed. A release is *charged first*: the charge is on disk before
+beside the ledger (``FILE.lock``, made with the ledger and never replaced, so every writer
+locks the same inode; reading a ledger that does not exist creates nothing), reads the ledger
+afresh, and writes it back atomically: a temporary file, flushed to disk, renamed over the
+ledger, the folder flushed. A release is *charged first*: the charge is on disk before
 the release's noise is drawn, and is never refunded, even when the build then fails. A crash
 between the charge and the release loses budget; it never lets budget be spent twice. The
 total of a table is fixed by its first charge.
@@ -290,21 +291,26 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"cannot write the ledger {self.path}: {exc.strerror or exc}") from None
 
-    def account(self, table: str) -> Account | None:
-        """The table's account, or None when the ledger has never charged it."""
-        with self._locked():
-            return self._read().get(table)
-
-    def tables(self) -> dict[str, Account]:
+    def _snapshot(self) -> dict[str, Account]:
+        """The ledger as it is, read under the lock; empty when there is no ledger yet (reading
+        creates nothing, not even the lock file)."""
+        if not self.path.exists():
+            return {}
         with self._locked():
             return self._read()
+
+    def account(self, table: str) -> Account | None:
+        """The table's account, or None when the ledger has never charged it."""
+        return self._snapshot().get(table)
+
+    def tables(self) -> dict[str, Account]:
+        return self._snapshot()
 
     def open(self, table: str, total: float | None) -> Account:
         """The table's account, checking ``total`` against the one on record (a total is fixed
         by the first charge; ``None`` takes the recorded one). For a table the ledger has not
         seen, ``total`` is required and is recorded at the first charge."""
-        with self._locked():
-            return self._resolve(self._read().get(table), total)
+        return self._resolve(self._snapshot().get(table), total)
 
     def _resolve(self, acc: Account | None, total: float | None) -> Account:
         if acc is None:
@@ -322,6 +328,8 @@ class Ledger:
         number; refuse it with :class:`BudgetExceeded` if the table's releases would then spend
         more than its total. Runs under the lock, and the charge is on disk when this returns."""
         eps = V.positive_float("epsilon", epsilon)
+        if not self.path.exists():                      # a first charge above its total creates nothing
+            Account(self._resolve(None, total).total).charge(eps, info, f"; ledger {self.path}")
         with self._locked():
             accounts = self._read()
             acc = self._resolve(accounts.get(table), total)
