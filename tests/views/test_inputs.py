@@ -123,10 +123,9 @@ _valid_categorical = st.builds(lambda vals, over: {"values": vals, **over},
                                st.lists(st.one_of(st.sampled_from(["x", "y", "z", "w"]), st.integers(-3, 12)),
                                         min_size=1, max_size=8, unique_by=str),
                                st.sampled_from([{}, {"overflow": True}]))
-_wild_categorical = st.fixed_dictionaries({"values": st.one_of(st.lists(_scalars, max_size=7), st.text("xyz", max_size=4),
-                                                               _scalars, st.dictionaries(st.text(max_size=2), _scalars,
-                                                                                         max_size=2))},
-                                          optional={"overflow": _flags})
+_wild_values = st.one_of(st.lists(_scalars, max_size=7), st.text("xyz", max_size=4), _scalars,
+                         st.dictionaries(st.text(max_size=2), _scalars, max_size=2))
+_wild_categorical = st.fixed_dictionaries({"values": _wild_values}, optional={"overflow": _flags})
 _domain = st.one_of(_valid_numeric, _valid_numeric, _valid_categorical, _valid_categorical, _wild_numeric,
                     _wild_categorical, _valid_numeric.map(lambda d: {**d, "bin": 3}), st.lists(_scalars, max_size=2),
                     _scalars)

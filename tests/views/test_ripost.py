@@ -5,7 +5,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,14 +21,6 @@ from .tensors import dense_array, random_tensor
 ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
 
-
-def _write_table(path, n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
-                       "city": rng.choice(["A", "B", "C"], n)})
-    df.to_csv(path, index=False)
-    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
-    return df, doms
 
 
 @pytest.mark.parametrize("k,os", [(1, 1), (2, 2), (4, 4), (3, 7)])

@@ -258,7 +258,8 @@ class Ledger:
     @staticmethod
     def _account(key: str, entry: Any, where: str) -> Account:
         bad = LedgerError(f"{where}: the entry of table {key[:19]}... is malformed")
-        if not isinstance(entry, dict) or set(entry) != {"total", "releases"} or not isinstance(entry["releases"], list):
+        shaped = isinstance(entry, dict) and set(entry) == {"total", "releases"}
+        if not (shaped and isinstance(entry["releases"], list)):
             raise bad
         try:
             total = check_total(entry["total"])
