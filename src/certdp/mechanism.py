@@ -114,6 +114,15 @@ class Mechanism:
     def n_outputs(self) -> int:
         return int(self._matrix.shape[1])
 
+    @property
+    def output_points(self) -> np.ndarray | None:
+        """(K, dim) coordinates of the outputs when they are records with coordinates
+        (``geometry.points[output_records]``), else None: what an output index means as a place."""
+        g = self.geometry
+        if g is None or g.points is None or self.output_records is None or np.any(self.output_records < 0):
+            return None
+        return g.points[self.output_records]
+
     def expected_loss(self, cost: np.ndarray | None = None, prior: np.ndarray | None = None) -> float:
         """Expected loss under ``cost`` and ``prior`` (defaults: the stored ones)."""
         c = self.cost if cost is None else cost
