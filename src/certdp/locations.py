@@ -52,7 +52,7 @@ from .datasets import Dataset, build_space, latlon, parse_dataset
 from .datasets.generators import KM_PER_DEGREE
 from .mechanism import Mechanism, SolveResult
 from .progress import Progress
-from .randomness import RNGLike
+from .randomness import RNGLike, as_generator
 from .solve import solve
 from .space import haversine_km
 
@@ -233,6 +233,9 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
         self.outputs_ = pd.DataFrame({"lat": out[:, 0], "lon": out[:, 1]})
         self._tree = cKDTree(_unit_vectors(points))
         self.max_snap_km_ = self._snap_limit(points, cell)
+        # secure draws by default; a seed gives one generator for the obfuscator's lifetime, so
+        # that successive tables get fresh but reproducible draws
+        self._generator = None if self.rng is None else as_generator(self.rng)
         return self
 
     def _snap_limit(self, points: np.ndarray, cell: float | None) -> float:
@@ -286,7 +289,7 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
         mechanism for the location it snaps to: same index, same other columns (for a
         GeoDataFrame, new Point geometries). Raises ValueError for a point outside the area."""
         _, rec, km = self._snap(X)
-        drawn = self.mechanism_.perturb(rec, rng=self.rng) if len(rec) else np.empty(0, dtype=np.int64)
+        drawn = self.mechanism_.perturb(rec, rng=self._generator) if len(rec) else np.empty(0, dtype=np.int64)
         new = self.mechanism_.output_points[drawn]
         if len(km):
             log.info("perturbed %d points (snapping distance: median %.3g km, largest %.3g km)",
