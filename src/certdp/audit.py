@@ -79,6 +79,7 @@ class VerifyReport:
     epsilon: float
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dictionary."""
         return asdict(self)
 
 
@@ -363,9 +364,11 @@ class AuditReport:
 
     @property
     def passed(self) -> bool:
+        """Whether the file passed (status 'passed')."""
         return self.status == "passed"
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dictionary (the ``--json`` output of ``certdp audit``)."""
         d = asdict(self)
         d["problems"] = list(self.problems)
         d["verify"] = None if self.verify is None else self.verify.as_dict()

@@ -154,7 +154,8 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
         max_snap_km: the largest snapping distance of a point inside the area. Default: half
             a cell's diagonal for an area of cells (every point of the box is inside), else the
             largest distance from a location to its nearest other location.
-        lat, lon: the latitude and longitude columns of the tables (DataFrames).
+        lat: the latitude column of the tables (DataFrames).
+        lon: the longitude column.
         seed: seed of what building the mechanism samples (outputs, destinations, nodes);
             None draws one and records it in the mechanism.
         rng: randomness of the draws: None (default) is the operating system's secure

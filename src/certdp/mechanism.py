@@ -50,7 +50,8 @@ class Mechanism:
         geometry: the eta, metric and coordinates the pairs come from (needed to save the
             mechanism: the file must let anybody recompute the pairs).
         output_records: optional (K,) record index of each output.
-        cost, prior: optional, stored for loss audits.
+        cost: optional (N, K) costs, stored for loss audits.
+        prior: optional (N,) prior, stored for loss audits.
         metadata: JSON-serialisable facts (method, instance, seed, solver statistics).
 
     Raises:
@@ -108,10 +109,12 @@ class Mechanism:
 
     @property
     def n_records(self) -> int:
+        """The number of records N."""
         return int(self._matrix.shape[0])
 
     @property
     def n_outputs(self) -> int:
+        """The number of outputs K."""
         return int(self._matrix.shape[1])
 
     @property
@@ -245,7 +248,8 @@ class SampledMechanism(Protocol):
     n_records: int
     n_outputs: int
 
-    def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray: ...
+    def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray:
+        """Draw one output index for each record index."""
 
 
 @dataclass(frozen=True)
@@ -286,6 +290,7 @@ class SolveResult:
 
     @property
     def expected_loss(self) -> float:
+        """The mechanism's expected loss (paper 000, Eq. 4)."""
         if self.objective == "expected":
             return self.upper_bound
         if isinstance(self.mechanism, Mechanism):
@@ -294,6 +299,7 @@ class SolveResult:
 
     @property
     def worst_case_loss(self) -> float:
+        """The mechanism's worst-case loss (paper 002, Eq. 1)."""
         if self.objective == "worst":
             return self.upper_bound
         if isinstance(self.mechanism, Mechanism):

@@ -233,10 +233,12 @@ class Space:
     # ------------------------------------------------------------------ sizes
     @property
     def n_records(self) -> int:
+        """The number of records N."""
         return int(self.cost.shape[0])
 
     @property
     def n_outputs(self) -> int:
+        """The number of outputs K."""
         return int(self.cost.shape[1])
 
     @property

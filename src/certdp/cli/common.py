@@ -30,6 +30,7 @@ class OneLineErrors(click.Group):
     line, ``Error: ...``, with exit status 2, like every other bad input."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run the command; in standalone mode a usage error is one ``Error:`` line with exit status 2."""
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
@@ -87,6 +88,7 @@ def friendly_errors() -> Iterator[None]:
 
 
 def fmt(v: Any, digits: int = 4) -> str:
+    """``v`` for a table cell: '-' for None, floats to ``digits`` significant digits."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -116,6 +118,7 @@ class Live:
         self.message = e.message
 
     def line(self) -> str:
+        """The progress line: elapsed seconds, what runs, and its last step."""
         return f"[{time.perf_counter() - self.t0:7.1f}s] {self.what}: {self.message}"
 
     def _run(self) -> None:
@@ -152,6 +155,7 @@ class PathArg(click.Path):
     like any other bad path instead of an exception."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Refuse a path holding a NUL byte as a usage error, then check it as ``click.Path`` does."""
         if (isinstance(value, str) and "\x00" in value) or (isinstance(value, bytes) and b"\x00" in value):
             self.fail("a path cannot contain a NUL byte", param, ctx)
         return super().convert(value, param, ctx)

@@ -31,6 +31,7 @@ METHOD_OPTIONS = {"objective": "objective", "r": "r", "lambdas": "lambdas", "del
 
 
 def parse_lambdas(text: str) -> list[float]:
+    """The values of ``--lambdas`` (comma-separated, finite, >= 0); ValueError naming the option otherwise."""
     parts = [p for p in text.replace(" ", "").split(",") if p]
     if not parts:
         raise ValueError("--lambdas must list at least one value, e.g. 0.001,0.1,1.0")
@@ -59,6 +60,7 @@ def given_options(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def flag_name(name: str) -> str:
+    """The command-line flag of method option ``name`` (``reduce`` is ``--no-reduce``)."""
     return "--no-reduce" if name == "reduce" else "--" + name.replace("_", "-")
 
 
@@ -95,6 +97,7 @@ def instance_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
                        seed: int):
+    """The problem instance described by the instance options of a command."""
     ds = parse_dataset(dataset, cell=cell, seed=seed)
     return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
 

@@ -27,12 +27,15 @@ class GridTravel:
     cell: float
 
     def n_destinations_available(self) -> int:
+        """Every cell can be a destination."""
         return self.rows * self.cols
 
     def sample_destinations(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` distinct cells drawn with ``rng``, sorted."""
         return np.sort(rng.choice(self.rows * self.cols, size=n, replace=False))
 
     def record_to_destination(self, destinations: np.ndarray) -> np.ndarray:
+        """(N, T) Manhattan path distances along the lattice from every cell to each destination."""
         idx = np.arange(self.rows * self.cols)
         r, c = np.divmod(idx, self.cols)
         dr, dc = np.divmod(np.asarray(destinations, dtype=np.int64), self.cols)

@@ -37,6 +37,7 @@ def share_converged_with_error(view: BlockView, tensor: CountTensor) -> float:
 
 @dataclass
 class CompareRow:
+    """One method's row in a view comparison: RMSE over the workload, timings and view size."""
     method: str
     rmse_mean: float
     rmse_std: float
@@ -46,6 +47,7 @@ class CompareRow:
     relative: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The row as a JSON-ready dictionary."""
         return dict(self.__dict__)
 
 

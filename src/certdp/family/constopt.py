@@ -106,6 +106,7 @@ class ConstOptLP:
 
     @property
     def n_vars(self) -> int:
+        """The number of LP variables (free entries, weights Y and k)."""
         return len(self.c)
 
 
@@ -364,7 +365,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
             whose predecessor's optimum already has stochastic rows costs nothing.
         select: the loss that picks the lambda: 'worst' (max_w L(H, w), the LP's objective) or
             'quantile' (L_q, the loss paper 002 reports; ``q`` its quantile).
-        solver, tolerance: HiGHS settings for the first LP of the sweep. 'auto' picks dual
+        tolerance: HiGHS's feasibility tolerance for the LPs.
+        solver: the HiGHS algorithm of the first LP of the sweep. 'auto' picks dual
             simplex up to 8,000 variables (n = 400, r = 10 is 4,401: 6 s against IPM's 8 s; on
             Helsinki POIs at eps 32/km, n = 200, 4 s against 105 s, where the exp(eps d) range
             slows IPM down) and IPM with crossover above (n = 1,000: dual simplex needed 323 s

@@ -43,6 +43,7 @@ class BlockGroup:
         self.solvers = {i: BlockSolver(i, spec, tolerance) for i, spec in items}
 
     def solve(self, payload: dict[int, tuple[np.ndarray, float]], time_limit: float | None = None) -> list[BlockResult]:
+        """Solve the group's blocks for the master values in ``payload`` (block -> (y, theta))."""
         return solve_in_turn(((self.solvers[i], y, th) for i, (y, th) in payload.items()), time_limit)
 
 
@@ -145,6 +146,7 @@ class WorkerProcess:
         return answer
 
     def close(self) -> None:
+        """Ask the worker to stop and wait for it."""
         try:
             self.conn.send(None)
         except (OSError, ValueError):
@@ -168,6 +170,7 @@ class ProcessRunner:
             w.ready()
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Send each worker process its blocks and gather the results in block order."""
         for w, g in zip(self.workers, self.groups):
             w.submit({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit)
         out: list[BlockResult] = []
@@ -176,6 +179,7 @@ class ProcessRunner:
         return sorted(out, key=lambda r: r.block)
 
     def close(self) -> None:
+        """Stop the worker processes."""
         for w in self.workers:
             w.close()
         self.workers = []
@@ -219,6 +223,7 @@ class DaskRunner:
         self.actors = [f.result() for f in futures]
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Solve the block groups on the Dask actors and gather the results in block order."""
         futs = [a.solve({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit)
                 for a, g in zip(self.actors, self.groups)]
         out: list[BlockResult] = []
@@ -227,6 +232,7 @@ class DaskRunner:
         return sorted(out, key=lambda r: r.block)
 
     def close(self) -> None:
+        """Drop the actors (the cluster is closed by its owner)."""
         self.actors = []
         close_dask(self.client, self.cluster)
 

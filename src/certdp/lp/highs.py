@@ -85,6 +85,7 @@ class LPSolution:
 
     @property
     def optimal(self) -> bool:
+        """Whether HiGHS reported an optimal solution."""
         return self.status == "optimal"
 
 
@@ -113,7 +114,12 @@ class HighsLP:
     """A live HiGHS model: ``min c'x, row_lower <= A x <= row_upper, col bounds``.
 
     Args:
-        c, A, row_lower, row_upper, col_lower, col_upper: the LP (``A`` any scipy.sparse).
+        c: the objective.
+        A: the constraint matrix (any scipy.sparse).
+        row_lower: lower bounds of the rows.
+        row_upper: upper bounds of the rows.
+        col_lower: lower bounds of the variables.
+        col_upper: upper bounds of the variables.
         solver: 'simplex' (dual simplex), 'ipm' (interior point with crossover) or 'pdlp'.
         time_limit: seconds per solve (of wall-clock time: HiGHS's own limit counts the time of
             every run of a model, so it is set afresh before each one), or None.
@@ -202,6 +208,7 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the row bound change")
 
     def set_option(self, name: str, value: object) -> None:
+        """Set a HiGHS option on the live model."""
         self.h.setOptionValue(name, value)
 
     def get_basis(self) -> object | None:
@@ -270,9 +277,11 @@ class HighsLP:
         return np.asarray(ray, dtype=np.float64)
 
     def row_duals(self) -> np.ndarray:
+        """The row duals of the last solve."""
         return np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
 
     def primal(self) -> np.ndarray:
+        """The primal values of the last solve."""
         return np.asarray(self.h.getSolution().col_value, dtype=np.float64)
 
 

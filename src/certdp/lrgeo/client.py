@@ -71,6 +71,7 @@ class LRGeoClient:
             raise ServiceError(f"{method} {path}: cannot reach {self.url} ({exc})") from None
 
     def info(self) -> dict[str, Any]:
+        """The server's ``/info`` (instance, world, parameters), fetched once."""
         if self._info is None:
             self._info = self._call("GET", "/info")[1]
         return self._info

@@ -190,6 +190,7 @@ class ObfuscationRequest(_Message):
 
     @property
     def n(self) -> int:
+        """The number of locations in the user's LR set."""
         return int(self.D_NN.shape[0])
 
 

@@ -74,6 +74,7 @@ class RoundRecord:
 
 @dataclass
 class Limits:
+    """Limits of the service: users per round, how long a round waits, request sizes."""
     round_users: int = 4
     round_wait: float = 5.0
     max_pending: int = 1000
@@ -116,6 +117,7 @@ class RoundScheduler:
 
     # ------------------------------------------------------------ messages
     def info(self) -> dict[str, Any]:
+        """What ``/info`` reports: instance, world, parameters, limits and method."""
         return {"instance": self.instance, "world": {**self.spec, "fingerprint": self.fingerprint, "K": self.world.K,
                                                      "name": self.world.name},
                 "params": asdict(self.params), "limits": asdict(self.limits), "method": self.method}
@@ -167,6 +169,7 @@ class RoundScheduler:
             return (u.state, u.response if u.state == "done" else u.error)
 
     def stats(self) -> dict[str, Any]:
+        """Counts of users by state and of rounds, for ``/stats``."""
         with self._cv:
             states: dict[str, int] = {}
             for u in self._users.values():
@@ -175,6 +178,7 @@ class RoundScheduler:
                     "rounds": [asdict(r) for r in self.records]}
 
     def close(self) -> None:
+        """Stop the scheduler's round thread."""
         with self._cv:
             self._stop = True
             self._cv.notify_all()
