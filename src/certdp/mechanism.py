@@ -12,6 +12,7 @@ coordinates (or distances) and eta, so anybody can recompute the protected pairs
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from .space import Geometry
 
 if TYPE_CHECKING:
     from .space import Space
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "UnverifiedMechanismError",
            "relative_gap"]
@@ -95,6 +98,8 @@ class Mechanism:
         needed."""
         edges, dist = space.neighbor_pairs
         Zc, cert = certify(matrix, space.epsilon, edges, dist)
+        log.debug("certified a %d x %d matrix on %d pairs: mixing %.3g, %d round(s)", Zc.shape[0], Zc.shape[1],
+                  len(edges), cert.mixing, cert.rounds)
         meta = {**metadata, "eta": space.eta, "instance": space.name, "seed": space.seed,
                 "certify_mixing": cert.mixing}
         mech = cls(Zc, space.epsilon, edges, dist, geometry=space.geometry, output_records=space.output_records,

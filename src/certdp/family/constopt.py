@@ -259,7 +259,8 @@ def _raw_matrix(lp: ConstOptLP, x: np.ndarray, D: np.ndarray, eps_lp: float) -> 
 
 
 def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: float | None,
-                  basis: Any = None, active: list[int] | None = None) -> tuple[Any, HighsLP, list[int]]:
+                  basis: Any = None, active: list[int] | None = None,
+                  progress: Progress | None = None) -> tuple[Any, HighsLP, list[int]]:
     """Solve the LP with the free-free rows (kind 3) generated lazily.
 
     Almost none of the kind-3 rows bind (a few dozen of 49,000 at n = 400), so the LP starts
@@ -276,7 +277,8 @@ def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: 
     rows = np.r_[base, k2 + np.asarray(order, dtype=np.int64)]
     t0 = time.perf_counter()
     model = HighsLP(lp.c, lp.A[rows], lp.row_lower[rows], lp.row_upper[rows], np.zeros(lp.n_vars),
-                    np.full(lp.n_vars, INF), solver=solver, time_limit=time_limit, tolerance=tolerance)
+                    np.full(lp.n_vars, INF), solver=solver, time_limit=time_limit, tolerance=tolerance,
+                    progress=progress)
     if basis is not None:
         model.set_basis(basis)
     sol = model.solve()
@@ -332,7 +334,7 @@ class _Sweep:
             report(self.progress, "lambda", f"lambda={lam}: warm start from lambda={self.prev[0]} (cap {cap:.0f} s)")
             t0 = time.perf_counter()
             sol, model, self.active = _solve_rowgen(lp, solver="simplex", tolerance=self.tolerance, time_limit=cap,
-                                                    basis=self.prev[2], active=self.active)
+                                                    basis=self.prev[2], active=self.active, progress=self.progress)
             self.t_solve += time.perf_counter() - t0
             if sol.status == "optimal":
                 return sol, model, True
@@ -343,7 +345,7 @@ class _Sweep:
                f"{lp.counts['nonzeros']} non-zeros")
         t0 = time.perf_counter()
         sol, model, self.active = _solve_rowgen(lp, solver=self.solver, tolerance=self.tolerance,
-                                                time_limit=remaining, active=self.active)
+                                                time_limit=remaining, active=self.active, progress=self.progress)
         self.t_solve += time.perf_counter() - t0
         self.first_seconds = self.first_seconds or (time.perf_counter() - t0)
         return sol, model, warm

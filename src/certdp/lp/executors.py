@@ -10,6 +10,8 @@ the executor.
 
 from __future__ import annotations
 
+import logging
+
 import multiprocessing as mp
 import signal
 import threading
@@ -197,16 +199,28 @@ def dask_client(workers: int, address: str | None, purpose: str, connect_timeout
             raise ValueError(f"Dask scheduler at {address!r} did not answer within {connect_timeout:g} s: "
                              f"{exc}") from None
     cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None)
+                                       host="127.0.0.1", dashboard_address=":0")   # no dashboard port to collide on
     return distributed.Client(cluster), cluster
 
 
 def close_dask(client: Any, cluster: Any) -> None:
-    """Close a :func:`dask_client` pair; our own cluster first, so that no worker heartbeats
-    into a scheduler that has gone."""
-    if cluster is not None:
-        cluster.close()
-    client.close()
+    """Close a :func:`dask_client` pair quietly. The client goes first, releasing the data it
+    scattered: a worker that leaves while it still holds scattered data makes the scheduler log
+    an ERROR about data "that can't be recovered", though the run is over and nothing is lost.
+    Then our own cluster (its workers, then its scheduler), with Dask's loggers held at CRITICAL:
+    connections that close while the processes stop are the normal end of a run, not errors."""
+    quiet = [logging.getLogger(n) for n in ("distributed", "distributed.scheduler", "distributed.core",
+                                            "distributed.nanny", "distributed.worker", "tornado", "asyncio")]
+    levels = [lg.level for lg in quiet]
+    try:
+        for lg in quiet:
+            lg.setLevel(logging.CRITICAL)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        for lg, lv in zip(quiet, levels):
+            lg.setLevel(lv)
 
 
 class DaskRunner:

@@ -63,9 +63,9 @@ after 41 s) and did not finish it in 900 s at another epsilon, where IPM took 12
 the 100,000-row demo instance IPM took 14 s and dual simplex 20 s."""
 
 
-def _highs_solve(lp: PMOLP, run: _Run, solver: str) -> LPSolution:
+def _highs_solve(lp: PMOLP, run: _Run, solver: str, say: Progress | None = None) -> LPSolution:
     model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
-                    solver=solver, time_limit=run.remaining(), tolerance=run.tolerance)
+                    solver=solver, time_limit=run.remaining(), tolerance=run.tolerance, progress=say)
     sol = model.solve()
     run.t_solve += sol.seconds
     run.iterations += sol.iterations
@@ -94,7 +94,7 @@ def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members
     for attempt, solver in enumerate(order):
         report(say, "component", f"{label}: {len(members)} records, {lp.A.shape[0]} rows, {lp.nnz} non-zeros, "
                f"HiGHS {solver}")
-        sol = _highs_solve(lp, run, solver)
+        sol = _highs_solve(lp, run, solver, say)
         if not sol.status.startswith("error"):
             run.used.add(solver)
             break
