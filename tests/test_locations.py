@@ -159,7 +159,8 @@ def _road_files(tmp_path):
         for c in range(4):
             rows.append((r * 4 + c + 1000, 24.940 + c * 0.0027, 60.165 + r * 0.00135))
     nodes = pd.DataFrame(rows, columns=["id", "lon", "lat"])
-    edges = [(a, a + 1) for a in nodes["id"] if (a - 1000) % 4 != 3] + [(a, a + 4) for a in nodes["id"] if a - 1000 < 12]
+    ids = nodes["id"]
+    edges = [(a, a + 1) for a in ids if (a - 1000) % 4 != 3] + [(a, a + 4) for a in ids if a - 1000 < 12]
     e = pd.DataFrame(edges, columns=["u", "v"])
     e["length_m"] = 150.0
     nodes.to_csv(tmp_path / "nodes.csv", index=False)

@@ -107,7 +107,8 @@ def test_view_compare_reports_every_build(tmp_path):
     from certdp.views import CountTensor
     from certdp.views.tensor import Domain
 
-    df = pd.DataFrame({"a": np.random.default_rng(0).integers(0, 8, 300), "b": np.random.default_rng(1).integers(0, 5, 300)})
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.integers(0, 8, 300), "b": rng.integers(0, 5, 300)})
     tensor = CountTensor.from_frame(df, ["a", "b"], {"a": Domain.categorical("a", range(8)),
                                                      "b": Domain.categorical("b", range(5))})
     seen: list[ProgressEvent] = []

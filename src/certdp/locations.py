@@ -85,7 +85,8 @@ def _area_dataset(area: Any, seed: RNGLike) -> Dataset:
         return parse_dataset(area, seed=seed)
     if isinstance(area, Dataset):
         if area.metric != "haversine":
-            raise ValueError(f"area must hold (lat, lon) locations with the haversine metric, got metric {area.metric!r}")
+            raise ValueError("area must hold (lat, lon) locations with the haversine metric, "
+                             f"got metric {area.metric!r}")
         return area
     if isinstance(area, pd.DataFrame):
         pts = _frame_latlon(area, "lat", "lon", "area")
@@ -265,12 +266,14 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
             return pts, np.empty(0, dtype=np.int64), np.empty(0)
         _, rec = self._tree.query(_unit_vectors(pts))
         rec = np.asarray(rec, dtype=np.int64)
-        km = haversine_km(pts, np.column_stack([self.locations_["lat"].to_numpy(), self.locations_["lon"].to_numpy()])[rec])
+        locs = self.locations_[["lat", "lon"]].to_numpy(dtype=np.float64)
+        km = haversine_km(pts, locs[rec])
         far = km > self.max_snap_km_
         if np.any(far):
             i = int(np.argmax(far))
             raise ValueError(f"X: row {X.index[i]!r} at ({pts[i, 0]:.6g}, {pts[i, 1]:.6g}) is outside the area: "
-                             f"{km[i]:.3g} km from its nearest location, more than max_snap_km = {self.max_snap_km_:.3g}")
+                             f"{km[i]:.3g} km from its nearest location, more than max_snap_km = "
+                             f"{self.max_snap_km_:.3g}")
         return pts, rec, km
 
     def snap(self, X: Any) -> pd.DataFrame:

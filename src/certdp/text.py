@@ -182,7 +182,8 @@ class TextSanitizer(TransformerMixin, BaseEstimator):
         if self.mechanism is not None:
             mech = self.mechanism if isinstance(self.mechanism, Mechanism) else Mechanism.load(self.mechanism)
             words = mech.metadata.get("words")
-            if not isinstance(words, list) or len(words) != mech.n_records or not all(isinstance(w, str) for w in words):
+            if (not isinstance(words, list) or len(words) != mech.n_records
+                    or not all(isinstance(w, str) for w in words)):
                 raise ValueError("mechanism: it does not carry its vocabulary (metadata 'words', one per record); "
                                  "write it with TextSanitizer.save")
             if mech.output_records is None or mech.n_outputs != mech.n_records:

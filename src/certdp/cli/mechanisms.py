@@ -381,9 +381,8 @@ def _demo_picture(space, lp: SolveResult, em: SolveResult, path: Path) -> None:
 
     record = int(np.argmin(np.abs(space.points - space.points.mean(axis=0)).sum(axis=1)))   # a central cell
     try:
-        p = mechanism_picture(space.points, space.output_points, lp.mechanism.matrix, record,
-                              (lp.mechanism.matrix * space.cost).sum(axis=1), (em.mechanism.matrix * space.cost).sum(axis=1),
-                              path, names=("optimal LP", "ExpMech"),
+        per_record = [(res.mechanism.matrix * space.cost).sum(axis=1) for res in (lp, em)]
+        p = mechanism_picture(space.points, space.output_points, lp.mechanism.matrix, record, *per_record, path, names=("optimal LP", "ExpMech"),
                               title=f"{space.name}: eps {space.epsilon:g}/km, eta {space.eta:g} km, travel cost")
     except MissingExtraError as exc:
         err.print(f"no picture: {exc}", highlight=False)

@@ -7,7 +7,8 @@ from .road import RoadNetwork, load_road_network, road_network
 from .spec import parse_dataset
 
 __all__ = [
-    "Dataset", "RoadNetwork", "area_grid", "build_space", "clustered_embeddings", "clustered_vocabulary", "embeddings", "gaussian", "grid", "latlon",
+    "Dataset", "RoadNetwork", "area_grid", "build_space", "clustered_embeddings", "clustered_vocabulary", "embeddings",
+    "gaussian", "grid", "latlon",
     "load_road_network", "parse_dataset", "planar", "read_word2vec_bin", "road_network",
     "travel_cost", "vocabulary",
 ]

@@ -53,7 +53,13 @@ def read_npy_words(npy: str | Path, words: str | Path | None = None) -> tuple[li
     p = Path(npy)
     if not p.is_file():
         raise ValueError(f"embedding file not found: {p}")
-    vecs = np.load(p).astype(np.float64)
+    try:
+        raw = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{p} is not a .npy array file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(raw, np.ndarray) or raw.dtype.kind not in "fiu":
+        raise ValueError(f"{p} must hold one numeric (words x dim) array")
+    vecs = raw.astype(np.float64)
     if vecs.ndim != 2:
         raise ValueError(f"{p} must hold a 2-D (words x dim) array, got shape {vecs.shape}")
     wp = Path(words) if words is not None else p.with_suffix(".txt")
