@@ -159,7 +159,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "ConstOPTMech of paper 002 (Algorithm 1), best of a lambda sweep"),
     Method("spanner", spanner_mechanism,
            {**_LP, "delta": _delta, "objective": _choice(*OBJECTIVES)},
-           "SpannerMech: mDP rows on a greedy delta-spanner at epsilon / delta", reports_progress=False),
+           "SpannerMech: mDP rows on a greedy delta-spanner at epsilon / delta"),
     Method("madlib", solve_additive, {"draws": _count, "q": _quantile, "seed": _seed},
            "Madlib: noise of density exp(-eps |z|), then the nearest output; Monte Carlo losses",
            fixed={"method": "madlib"}, reports_progress=False),
