@@ -260,7 +260,6 @@ def alias_value(ctx: click.Context, new: str, value: Any) -> Any:
     return old if old is not None and value is None else value
 
 
-
 # ------------------------------------------------------------------------------ tables
 FORMATS = ("table", "markdown", "csv", "json")
 
