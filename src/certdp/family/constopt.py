@@ -440,6 +440,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
     assert best is not None
     _, H, lam = best
     t0 = time.perf_counter()
+    report(progress, "phase", f"lambda={lam} chosen; certifying the {H.shape[0]} x {H.shape[1]} matrix on "
+           f"{len(space.neighbor_pairs[0])} protected pairs")
     mech, cert = Mechanism.certified(space, H, method="constopt", r=r, **{"lambda": lam})
     t_cert = time.perf_counter() - t0
     loss = worst_case_loss(mech.matrix, space.cost)
