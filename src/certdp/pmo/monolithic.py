@@ -43,6 +43,7 @@ class _Run:
     status: str = "optimal"
     used: set[str] = field(default_factory=set)
     failed: list[str] = field(default_factory=list)
+    progress: Progress | None = None      # hears HiGHS's iteration lines
 
     def remaining(self) -> float | None:
         if self.time_limit is None or not math.isfinite(self.time_limit):
@@ -63,9 +64,9 @@ after 41 s) and did not finish it in 900 s at another epsilon, where IPM took 12
 the 100,000-row demo instance IPM took 14 s and dual simplex 20 s."""
 
 
-def _highs_solve(lp: PMOLP, run: _Run, solver: str, say: Progress | None = None) -> LPSolution:
+def _highs_solve(lp: PMOLP, run: _Run, solver: str) -> LPSolution:
     model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
-                    solver=solver, time_limit=run.remaining(), tolerance=run.tolerance, progress=say)
+                    solver=solver, time_limit=run.remaining(), tolerance=run.tolerance, progress=run.progress)
     sol = model.solve()
     run.t_solve += sol.seconds
     run.iterations += sol.iterations
@@ -94,7 +95,7 @@ def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members
     for attempt, solver in enumerate(order):
         report(say, "component", f"{label}: {len(members)} records, {lp.A.shape[0]} rows, {lp.nnz} non-zeros, "
                f"HiGHS {solver}")
-        sol = _highs_solve(lp, run, solver, say)
+        sol = _highs_solve(lp, run, solver)
         if not sol.status.startswith("error"):
             run.used.add(solver)
             break
@@ -150,7 +151,7 @@ def solve_monolithic(space: Space, *, objective: str = "expected", solver: str =
     worst = objective == "worst"
     wc = space.cost if worst else space.weighted_cost
     scale = float(wc.max()) if wc.size and wc.max() > 0 else 1.0
-    run = _Run(objective, solver, tolerance, time_limit, t_start)
+    run = _Run(objective, solver, tolerance, time_limit, t_start, progress=progress)
     Z = np.zeros((N, K))
     comps = graph.component_members()
     n_singletons = 0
