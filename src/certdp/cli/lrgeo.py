@@ -14,7 +14,7 @@ from .. import _validate as V
 from .._io import write_json
 from .common import (
     Live, PathArg, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
-)
+    print_table, table_format)
 
 
 def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
@@ -124,6 +124,7 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
               help="write the report as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
+@table_format
 @click.pass_context
 def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, paper: bool | None,
           data_dir: str | None, users: int, epsilon: float | None,
@@ -191,7 +192,7 @@ def _print(rep: dict[str, Any], world) -> None:
     for b in rep["baselines"]:
         cost = fmt(b["expected_cost_own_row"]) if b["expected_cost_own_row"] is not None else b["status"]
         t.add_row(f"{b['method']}: seconds / own-row cost", f"{fmt(b['seconds'])} / {cost}")
-    out.print(t)
+    print_table(t)
 
 
 @lrgeo.command("serve")
