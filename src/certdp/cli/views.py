@@ -14,7 +14,8 @@ from rich.table import Table
 
 from .. import _validate as V
 from .._io import load_json, write_json
-from .common import BadInput, Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
+from .common import (BadInput, Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, print_table,
+                     resolve_seed, table_format)
 
 
 @main.group()
@@ -212,10 +213,11 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
 @click.argument("view_file", type=PathArg(dir_okay=False))
 @click.argument("queries", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True)
+@table_format
 def view_query(view_file, queries, as_json) -> None:
     """Answer range count queries such as "age=20..30 sex=Male" from a view file alone (no
-    table, no domain file, no budget: the view is already private). Prints one line per query:
-    the query, its estimate and the standard deviation of the estimate's noise (nan where the
+    table, no domain file, no budget: the view is already private). One row per query: the
+    query, its estimate and the standard deviation of the estimate's noise (nan where the
     method does not make it known)."""
     from ..views.view import load_view
 
@@ -226,14 +228,18 @@ def view_query(view_file, queries, as_json) -> None:
     if as_json:
         click.echo(json.dumps(rows))
         return
-    click.echo("query\testimate\tstd")
+    t = Table(title=f"{len(rows)} queries on {view_file}")
+    for c in ("query", "estimate", "std"):
+        t.add_column(c, justify="left" if c == "query" else "right")
     for r in rows:
-        click.echo(f"{r['query']}\t{r['estimate']:.6g}\t{'nan' if r['std'] is None else format(r['std'], '.3g')}")
+        t.add_row(r["query"], fmt(r["estimate"], 6), fmt(r["std"], 3) if r["std"] is not None else "nan")
+    print_table(t)
 
 
 @view.command("ledger")
 @click.argument("ledger_file", type=PathArg(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True)
+@table_format
 def view_ledger(ledger_file, as_json) -> None:
     """Show a privacy ledger: per table, its total budget, what its releases spent and what is
     left."""
@@ -244,9 +250,13 @@ def view_ledger(ledger_file, as_json) -> None:
     if as_json:
         click.echo(json.dumps(rows))
         return
-    click.echo("table\ttotal\tspent\tremaining\treleases")
+    t = Table(title=f"privacy ledger {ledger_file}")
+    for c in ("table", "total", "spent", "remaining", "releases"):
+        t.add_column(c, justify="left" if c == "table" else "right")
     for r in rows:
-        click.echo(f"{r['table'][:23]}\t{r['total']:g}\t{r['spent']:.6g}\t{r['remaining']:.6g}\t{r['releases']}")
+        t.add_row(r["table"][:23] + "...", fmt(r["total"]), fmt(r["spent"], 6), fmt(r["remaining"], 6),
+                  str(r["releases"]))
+    print_table(t)
 
 
 @view.command("compare")
@@ -262,6 +272,7 @@ def view_ledger(ledger_file, as_json) -> None:
               help="write the table as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
+@table_format
 def view_compare(table, columns, domains_file, names, preset, accept_data_leak, overflow, methods, epsilon, queries,
                  query_columns, reps, seed, out_path, quiet, as_json) -> None:
     """RMSE of several view methods on one random range-query workload (R-RMSE vs RIPOST).
@@ -278,8 +289,9 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
         seed = resolve_seed(seed)
         target = check_output_path(out_path, ".json")
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
-        with Live(f"comparing {', '.join(names_)}", quiet=quiet):
-            rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed)
+        with Live(f"comparing {', '.join(names_)}", quiet=quiet) as live:
+            rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed,
+                                                progress=live)
         skipped = [f"{m} skipped: {why}" for m, why in skipped_by.items()]
         report = {"columns": list(tensor.columns), "epsilon": epsilon, "seed": seed,
                   "rows": [r.as_dict() for r in rows], "skipped": skipped}
@@ -297,4 +309,4 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
     for r in rows:
         t.add_row(r.method, fmt(r.rmse_mean), fmt(r.rmse_std, 3), fmt(r.relative, 3), fmt(r.blocks_mean),
                   fmt(r.seconds_mean, 3), fmt(r.spent_max))
-    out.print(t)
+    print_table(t)

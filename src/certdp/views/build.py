@@ -58,6 +58,7 @@ class Param:
     above: bool = False          # 'real': strictly above lo
 
     def check(self, name: str, value: Any) -> Any:
+        """``value`` checked against this kind and range (None passes when optional); errors name ``name``."""
         if value is None and self.optional:
             return None
         if self.kind == "choice":

@@ -165,10 +165,12 @@ class Account:
 
     @property
     def spent_exact(self) -> Fraction:
+        """The sum of the releases' epsilons, exactly (each as the decimal it prints as)."""
         return sum((exact(r["epsilon"]) for r in self.releases), Fraction(0))
 
     @property
     def spent(self) -> float:
+        """The sum of the releases' epsilons, as a float."""
         return float(self.spent_exact)
 
     @property
@@ -193,12 +195,14 @@ class Account:
         return number
 
     def mark_released(self, number: int, info: dict[str, Any] | None = None) -> None:
+        """Set release ``number``'s status to ``released`` (its charge stays)."""
         for r in self.releases:
             if r.get("release") == number:
                 r.update({"status": "released", **(info or {})})
 
 
 def check_total(total: Any, name: str = "total budget") -> float:
+    """``total`` as a float, checked to be a finite number > 0."""
     return V.positive_float(name, total)
 
 
@@ -305,6 +309,7 @@ class Ledger:
         return self._snapshot().get(table)
 
     def tables(self) -> dict[str, Account]:
+        """Every table's account, by table digest."""
         return self._snapshot()
 
     def open(self, table: str, total: float | None) -> Account:

@@ -45,10 +45,12 @@ class LeafLaplace:
     scale: np.ndarray
 
     def leaf_variances(self, n_leaves: int) -> np.ndarray:
+        """The variance ``2 b^2`` of each of ``n_leaves`` leaves' noise."""
         s = np.broadcast_to(np.asarray(self.scale, dtype=np.float64), (n_leaves,))
         return 2.0 * s * s
 
     def to_dict(self) -> dict[str, Any]:
+        """The model as the view file records it (one scale when all are equal)."""
         s = np.asarray(self.scale, dtype=np.float64).reshape(-1)
         return {"kind": "laplace", "scale": float(s[0]) if s.size and np.all(s == s[0]) else s.tolist()}
 
@@ -71,6 +73,7 @@ class KroneckerLaplace:
         return out
 
     def variances(self, lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, n_queries: int) -> np.ndarray:
+        """The noise variance of each query's answer, its boxes' cross terms included (module docstring)."""
         u = self.box_vectors(lo, hi)
         var = np.zeros(n_queries)
         for q, boxes in _by_owner(owner):
@@ -82,6 +85,7 @@ class KroneckerLaplace:
         return var
 
     def to_dict(self) -> dict[str, Any]:
+        """The model as the view file records it: the scale and the factors ``P_i``."""
         return {"kind": "kronecker-laplace", "scale": float(self.scale), "factors": [p.tolist() for p in self.factors]}
 
 

@@ -87,18 +87,22 @@ class Domain:
 
     @staticmethod
     def categorical(name: str, values: Sequence[Any]) -> "Domain":
+        """A categorical column with its public values (checked as every domain is)."""
         return Domain(name, values=values)  # type: ignore[arg-type]
 
     @staticmethod
     def numeric(name: str, low: float, high: float, bins: int = MAX_BINS) -> "Domain":
+        """A numeric column binned into ``bins`` equal bins over [low, high]."""
         return Domain(name, low=low, high=high, bins=bins)
 
     @property
     def is_numeric(self) -> bool:
+        """Whether the column is numeric (binned) rather than categorical."""
         return self.values is None
 
     @property
     def size(self) -> int:
+        """The number of cells along this column (an overflow bin included)."""
         base = self.bins if self.is_numeric else len(self.values)  # type: ignore[arg-type]
         return int(base) + (1 if self.overflow else 0)
 
@@ -110,6 +114,7 @@ class Domain:
         return bin_edges(self.low, self.high, self.bins)  # type: ignore[arg-type]
 
     def labels(self) -> list[str]:
+        """A label for each cell: the value, or the bin's interval."""
         if self.is_numeric:
             e = self.edges()
             out = [f"[{e[i]:g}, {e[i + 1]:g})" for i in range(self.bins)]  # type: ignore[arg-type]
@@ -287,6 +292,7 @@ class CountTensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The number of cells along each column."""
         return tuple(d.size for d in self.domains)
 
     @property
@@ -296,10 +302,12 @@ class CountTensor:
 
     @property
     def total(self) -> int:
+        """The number of rows counted."""
         return int(self.counts.sum())
 
     @property
     def columns(self) -> tuple[str, ...]:
+        """The columns' names, in axis order."""
         return tuple(d.name for d in self.domains)
 
     @classmethod

@@ -180,6 +180,7 @@ def true_answers(tensor: CountTensor, work: Workload) -> np.ndarray:
 
 
 def rmse(estimate: np.ndarray, truth: np.ndarray) -> float:
+    """The root mean squared error of ``estimate`` against ``truth``."""
     e, t = np.asarray(estimate, dtype=np.float64), np.asarray(truth, dtype=np.float64)
     if e.shape != t.shape or e.size == 0:
         raise ValueError("estimate and truth must be non-empty arrays of one shape")
@@ -273,12 +274,15 @@ class BlockView(_OverDomains):
 
     @property
     def n_blocks(self) -> int:
+        """The number of blocks."""
         return int(self.values.size)
 
     def estimates(self, work: Workload) -> np.ndarray:
+        """The estimates from the leaves, each spread uniformly over its cells."""
         return answer_boxes(self.lo, self.hi, self.values, self.shape, work)
 
     def std(self, work: Workload) -> np.ndarray:
+        """The noise deviation of each estimate from the leaves' noise model (NaN without one)."""
         if isinstance(self.noise, LeafLaplace):
             var = answer_and_variance(self.lo, self.hi, self.values, self.shape, work,
                                       self.noise.leaf_variances(self.n_blocks))[1]
@@ -288,6 +292,7 @@ class BlockView(_OverDomains):
         return super().std(work)
 
     def to_dict(self) -> dict[str, Any]:
+        """The view file's content (without its format tag and digest)."""
         return {**self._header(), "noise_model": None if self.noise is None else self.noise.to_dict(),
                 "lo": self.lo.tolist(), "hi": self.hi.tolist(), "values": [float(v) for v in self.values]}
 
@@ -297,6 +302,7 @@ class BlockView(_OverDomains):
 
     @classmethod
     def load(cls, path: str | Path) -> "BlockView":
+        """Read a view file as blocks."""
         v = load_view(path)
         if not isinstance(v, BlockView):
             raise ValueError(f"{path} holds a {v.method} view, not one of blocks")
@@ -336,6 +342,7 @@ class DenseView(_OverDomains):
 
     @property
     def n_blocks(self) -> int:
+        """The number of cells (each cell is a block)."""
         return int(self.noisy.size)
 
     def to_blocks(self) -> BlockView:
@@ -348,15 +355,18 @@ class DenseView(_OverDomains):
                          self.spent, self.params, self.ledger, self.noise)
 
     def save(self, path: str | Path) -> Path:
+        """Write the view as a file of blocks."""
         return self.to_blocks().save(path)
 
     def estimates(self, work: Workload) -> np.ndarray:
+        """The estimates from the noisy cells, through a summed-area table."""
         if self._sat is None:
             self._sat = summed_area(self.noisy)
         out = box_sums(self._sat, work.lo, work.hi)
         return np.bincount(work.owner, weights=out, minlength=work.n_queries)
 
     def std(self, work: Workload) -> np.ndarray:
+        """The noise deviation of each estimate (i.i.d. cells or HDMM's strategy; NaN otherwise)."""
         if isinstance(self.noise, LeafLaplace) and np.ndim(self.noise.scale) == 0:
             return np.sqrt(cells_variance(float(self.noise.scale), work.lo, work.hi, work.owner, work.n_queries))
         if isinstance(self.noise, KroneckerLaplace):
@@ -381,12 +391,15 @@ class SampleView(_OverDomains):
 
     @property
     def n_blocks(self) -> int:
+        """The number of distinct synthetic records."""
         return int(self.counts.size)
 
     def estimates(self, work: Workload) -> np.ndarray:
+        """The number of synthetic records in each query."""
         return answer_boxes(self.coords, self.coords + 1, self.counts.astype(np.float64), self.shape, work)
 
     def to_dict(self) -> dict[str, Any]:
+        """The view file's content (without its format tag and digest)."""
         return {**self._header(),
                 "records": {"coords": self.coords.tolist(), "counts": [int(c) for c in self.counts]}}
 
@@ -433,6 +446,7 @@ class MarginalView(_OverDomains):
         return self._tables[axes]
 
     def estimates(self, work: Workload) -> np.ndarray:
+        """The estimates from the model's marginal over the columns each query restricts."""
         shp = np.asarray(self.shape, dtype=np.int64)
         restricted = (work.lo > 0) | (work.hi < shp[None, :])
         out = np.zeros(work.lo.shape[0])

@@ -107,31 +107,37 @@ class Fields:
         self.where = where
 
     def fail(self, what: str) -> ViewFileError:
+        """The error for ``what``, naming the file."""
         return ViewFileError(f"{self.where}: {what}")
 
     def get(self, key: str) -> Any:
+        """The field ``key``; an error if it is missing."""
         if key not in self.d:
             raise self.fail(f"the field '{key}' is missing")
         return self.d[key]
 
     def only(self, allowed: set[str]) -> None:
+        """Refuse fields outside ``allowed``."""
         extra = sorted(set(self.d) - allowed)
         if extra:
             raise self.fail(f"unknown fields {extra}")
 
     def text(self, key: str) -> str:
+        """The field ``key`` as a non-empty string."""
         v = self.get(key)
         if not isinstance(v, str) or not v:
             raise self.fail(f"'{key}' must be a non-empty string, got {v!r}"[:300])
         return v
 
     def number(self, key: str, value: Any = _MISSING) -> float:
+        """The field ``key`` (or ``value``) as a finite number of magnitude at most MAX_MAGNITUDE."""
         v = self.get(key) if value is _MISSING else value
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not abs(v) <= MAX_MAGNITUDE:
             raise self.fail(f"'{key}' must be a finite number of magnitude at most {MAX_MAGNITUDE:g}, got {v!r}"[:300])
         return float(v)
 
     def mapping(self, key: str) -> dict[str, Any]:
+        """The field ``key`` as a JSON object."""
         v = self.get(key)
         if not isinstance(v, dict):
             raise self.fail(f"'{key}' must be an object, got {type(v).__name__}")
