@@ -13,7 +13,6 @@ from certdp import solve
 from certdp.audit import verify
 from certdp.cli import main
 from certdp.datasets.city import grid_city, helsinki
-from certdp.experiments.instances import data_dir
 from certdp.experiments.lrgeo import world_space
 from certdp.lrgeo.measures import column_inference, measure_round, relaxed_lower_bound, violations
 from certdp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
@@ -22,9 +21,10 @@ from certdp.lrgeo.server import LRGeoServer
 from certdp.lrgeo.table import build_table
 from certdp.lrgeo.user import LRGeoParams, LRGeoUser, geo_ind_path_distance
 
+from ..conftest import SHARED_DATA
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
-HELSINKI = data_dir() / "helsinki"
+HELSINKI = SHARED_DATA / "helsinki"      # ../shared/data, as every test that reads real data
 
 
 @pytest.fixture(scope="module")

@@ -320,6 +320,7 @@ def solve_benders(master: MasterSpec, ublocks: list[UserBlock], P: LRGeoParams, 
 
 @dataclass
 class SolveInfo:
+    """How the server's last CLR-Geo solve went: method, bounds, gap, rounds and seconds."""
     method: str
     status: str
     upper_bound: float
@@ -383,6 +384,7 @@ class LRGeoServer:
 
     # ------------------------------------------------------------ messages
     def handle_table_request(self, req: TableRequest) -> TableResponse:
+        """Answer a user's request for the reference table around its circle."""
         if not isinstance(req, TableRequest):
             raise ProtocolError("expected a TableRequest")
         self.circles[req.user] = (req.center.copy(), req.radius_km)
