@@ -208,6 +208,15 @@ def check_bbox(bbox: Bbox | list[float] | str) -> Bbox:
     return (lon_min, lat_min, lon_max, lat_max)
 
 
+def grid_centres(bbox: Bbox, rows: int, cols: int) -> np.ndarray:
+    """(rows * cols, 2) centres (lat, lon) of a rows x cols grid over ``bbox``; cell
+    ``r * cols + c`` is row r (from the south), column c (from the west)."""
+    lon_min, lat_min, lon_max, lat_max = bbox
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    return np.column_stack([lat_min + (r + 0.5) * (lat_max - lat_min) / rows,
+                            lon_min + (c + 0.5) * (lon_max - lon_min) / cols])
+
+
 def grid_world(road: RoadNetwork, rows: int, cols: int, bbox: Bbox | None = None, name: str = "road") -> World:
     """A rows x cols grid over ``bbox`` = (lon_min, lat_min, lon_max, lat_max) (default: the
     bounding box of the road graph's largest connected component), each cell represented by
@@ -231,8 +240,7 @@ def grid_world(road: RoadNetwork, rows: int, cols: int, bbox: Bbox | None = None
     lon_min, lat_min, lon_max, lat_max = bbox
     dlat = (lat_max - lat_min) / rows
     dlon = (lon_max - lon_min) / cols
-    r, c = np.divmod(np.arange(rows * cols), cols)
-    centres = np.column_stack([lat_min + (r + 0.5) * dlat, lon_min + (c + 0.5) * dlon])
+    centres = grid_centres(bbox, rows, cols)
     lat0 = (lat_min + lat_max) / 2
     tree = cKDTree(project_km(ll, lat0))
     _, nn = tree.query(project_km(centres, lat0))

@@ -470,9 +470,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status = "iteration_limit"
-    it = 0
-    kelley = False
+    status, it, kelley = "iteration_limit", 0, False
     core = None if core is None else np.asarray(core, dtype=np.float64).copy()
 
     def left() -> float | None:
@@ -483,6 +481,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             if left() is not None and left() <= 0:
                 status, it = "time_limit", it - 1
                 break
+            c_master = time.process_time()
             try:
                 solved = m.solve(left())
             except SolverLimitError:
@@ -491,13 +490,12 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             if solved is None:  # the master alone used up the time limit
                 status, it = "time_limit", it - 1
                 break
-            y_master, theta, lb_it, obj, t_master = solved
-            lb = max(lb, lb_it)
-            y = y_master
+            (y_master, theta, lb_it, obj, t_master), c_master = solved, time.process_time() - c_master
+            lb, y = max(lb, lb_it), y_master
             if core is not None and not kelley:
                 y = in_out * y_master + (1.0 - in_out) * core
                 core = 0.5 * (core + y_master)
-            t0 = time.perf_counter()
+            t0, c_sub = time.perf_counter(), time.process_time()
             results = run.solve_all(y, theta, left()) if blocks else []
             cuts = _round_cuts(results, theta, y_master, couplings)
             kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
@@ -510,7 +508,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 cuts += _round_cuts(fixed, theta, y_master, couplings)
                 points.append(_point(master, y_r, fixed))
                 results = list(results) + list(fixed)
-            t_sub = time.perf_counter() - t0
+            t_sub, c_sub = time.perf_counter() - t0, time.process_time() - c_sub
             for point in points:
                 if point is not None and point[0] < ub:
                     ub, best_y, best_x = point[0], point[1], list(point[2])
@@ -519,7 +517,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             g = relative_gap(ub, lb)
             rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
                    "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
-                   "sub_seconds": t_sub, "elapsed": time.perf_counter() - t_start, "master_objective": obj,
+                   "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
+                   "elapsed": time.perf_counter() - t_start, "master_objective": obj,
                    "blocks_failed": sum(r.status == "failed" for r in results)}
             history.append(rec)
             report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)

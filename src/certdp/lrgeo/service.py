@@ -93,6 +93,7 @@ from .messages import (
     NAME_PATTERN, LatLons, Nodes, ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest,
     TableResponse,
 )
+from .memory import check_round
 from .server import LRGeoServer, core_point
 from .table import build_table
 from .user import LRGeoParams
@@ -188,10 +189,12 @@ class Params(_Model):
 
 
 class WorldSpec(_Model):
-    """How a client rebuilds the world (``dataset`` or ``network``, and ``grid``) and checks it."""
+    """How a client rebuilds the world (``dataset`` or ``network``, ``bbox`` and ``grid``) and
+    checks it."""
 
     dataset: str | None = None
     network: str | None = None
+    bbox: tuple[float, float, float, float] | None = None
     grid: tuple[int, int]
     fingerprint: str
     K: int = Field(ge=1)
@@ -370,15 +373,21 @@ class RoundScheduler:
         limits: :class:`Limits`.
         method, gap, time_limit: how each round is solved (``time_limit`` caps a round, on top
             of ``limits.user_seconds`` per user).
+        max_memory: bytes the server may use (default: the memory available). Before the
+            table is built, a round of ``round_users`` users with ``max_pending`` users' uploads
+            held meanwhile is estimated (:func:`certdp.lrgeo.memory.check_round`); a setting
+            above it is refused with the estimate and the most users in flight that fit.
     """
 
     def __init__(self, world: World, params: LRGeoParams, *, spec: dict[str, Any] | None = None,
                  limits: Limits | None = None, method: str = "benders", gap: float = 1e-4,
-                 time_limit: float | None = None) -> None:
+                 time_limit: float | None = None, max_memory: float | None = None) -> None:
         if method not in ("benders", "monolithic"):
             raise ValueError(f"method must be 'benders' or 'monolithic', got {method!r}")
         self.world, self.params = world, params
         self.limits = limits or Limits()
+        self.memory = check_round(world, params, self.limits.round_users, limit=max_memory,
+                                  pending=self.limits.max_pending, what="pending")
         self.method, self.gap, self.time_limit = method, gap, time_limit
         t0 = time.perf_counter()
         self.server = LRGeoServer(world, build_table(world, params.cell, params.table_band), params)
@@ -386,7 +395,9 @@ class RoundScheduler:
         self.table_seconds = time.perf_counter() - t0
         self.instance = uuid.uuid4().hex[:12]
         spec = spec or {}
+        bbox = spec.get("bbox")
         self.world_spec = WorldSpec(dataset=spec.get("dataset"), network=spec.get("network"),
+                                    bbox=None if bbox is None else tuple(float(v) for v in bbox),
                                     grid=tuple(int(v) for v in spec.get("grid", world.shape)),
                                     fingerprint=fingerprint(world), K=world.K, name=world.name)
         self._map_json: str | None = None
