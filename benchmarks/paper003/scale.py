@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._common import output_args, write_table
@@ -169,26 +170,29 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", default=None, help="instance names to run")
     ap.add_argument("--heldout", action="store_true", help="the held-out networks (to confirm, never to tune)")
     ap.add_argument("--cap-gb", type=float, default=6.0, help="address-space cap per instance")
+    ap.add_argument("--jobs", type=int, default=1, help="instances run at once (each in its own process)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     output_args(ap)
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(run_one(*json.loads(args.child)), default=float))
         return
+    todo = [(name, folder, bbox, users, seed) for name, folder, bbox in instances(args.heldout)
+            if not args.only or name in args.only for users in args.users for seed in args.seeds]
+
+    def one(job: tuple) -> dict:
+        name, folder, bbox, users, seed = job
+        r = _child([name.split("-")[0], str(folder), None if bbox is None else list(bbox), users, seed], args.cap_gb)
+        if isinstance(r, dict):
+            r["instance"] = name
+            return r
+        return {"instance": name, "users": users, "seed": seed, "error": r}
+
     runs = []
-    for name, folder, bbox in instances(args.heldout):
-        if args.only and name not in args.only:
-            continue
-        net = name.split("-")[0]
-        for users in args.users:
-            for seed in args.seeds:
-                r = _child([net, str(folder), None if bbox is None else list(bbox), users, seed], args.cap_gb)
-                if isinstance(r, dict):
-                    r["instance"] = name
-                else:
-                    r = {"instance": name, "users": users, "seed": seed, "error": r}
-                runs.append(r)
-                print(json.dumps(r, default=float)[:400], file=sys.stderr, flush=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:    # each instance is its own process
+        for r in pool.map(one, todo):
+            runs.append(r)
+            print(json.dumps(r, default=float)[:400], file=sys.stderr, flush=True)
     _write(runs, args)
 
 

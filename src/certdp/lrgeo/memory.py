@@ -8,8 +8,9 @@ by those within ``r_exp`` and its Geo-Ind neighbours by those within ``eta``. Co
 over the locations' centres (a k-d tree over K points) gives, per part, bytes that bound what
 the part allocates for the worst placed users:
 
-- ``world``: the locations' Haversine, travel and expected-cost matrices (K x K each), and one
-  chunk of Dijkstra output (:data:`certdp.datasets.city.DIJKSTRA_CHUNK_BYTES`);
+- ``world``: the locations' Haversine and travel matrices (K x K each), and one chunk of
+  Dijkstra output (:data:`certdp.datasets.city.DIJKSTRA_CHUNK_BYTES`);
+- ``measures``: the expected costs between locations (K x K), which measuring a round needs;
 - ``table``: the reference table (:func:`certdp.lrgeo.table.build_table`): travel from every
   location to every fine cell held, the node pairs within the band, and its work chunks;
 - ``lr_sets``: each user's distances to every location, LR-set distances, costs and upload;
@@ -35,6 +36,7 @@ import resource
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
 from ..datasets.city import DIJKSTRA_CHUNK_BYTES, World, grid_centres, project_km
@@ -45,6 +47,9 @@ MB = 2**20
 
 #: Benders' rounds the master's cuts are sized for (LRGeoServer.solve's default limit)
 MAX_ROUNDS = 100
+#: bytes of a block's HiGHS model per row (its matrix both ways, factor and work vectors):
+#: 190 MB for 10 blocks of 242,000 rows in all at the paper's settings (benchmarks/paper003/scale.py)
+HIGHS_ROW_BYTES = 800
 
 
 class MemoryLimitError(ValueError):
@@ -61,6 +66,9 @@ class Counts:
     free: int         # locations within r_exp (a row's free entries)
     neighbours: int   # locations within eta, itself excluded (a row's Geo-Ind pairs)
     band: int         # locations within the reference table's band
+    coupled: int      # locations within r_obf (a row's entries coupled to the master)
+    pair_rows: int    # Geo-Ind rows of one LR row between free entries: over its neighbours j,
+                      # the columns within r_exp of both
 
     @classmethod
     def of(cls, latlon: np.ndarray, lat0: float, params: LRGeoParams) -> Counts:
@@ -74,8 +82,19 @@ class Counts:
             # the projection distorts distances by well under 1% over a city: count a little wider
             return int(tree.query_ball_point(xy, r * 1.02 + 1e-9, return_length=True).max())
 
+        pair_rows = 0
+        if math.isfinite(params.gamma):
+            near = tree.sparse_distance_matrix(tree, params.r_exp * 1.02 + 1e-9, output_type="coo_matrix")
+            F = sp.csr_matrix((np.ones(near.nnz), (near.row, near.col)), shape=(K, K))
+            pairs = tree.sparse_distance_matrix(tree, params.gamma * 1.02 + 1e-9, output_type="coo_matrix")
+            off = pairs.row != pairs.col
+            shared = np.asarray((F[pairs.row[off]].multiply(F[pairs.col[off]])).sum(axis=1)).ravel()
+            pair_rows = int(np.bincount(pairs.row[off], weights=shared, minlength=K).max(initial=0))
+        else:
+            pair_rows = K * most(params.r_exp)
         return cls(K=K, lr=most(params.lr_radius), columns=most(params.lr_radius + params.r_obf),
-                   free=most(params.r_exp), neighbours=max(0, most(params.gamma) - 1), band=most(params.table_band))
+                   free=most(params.r_exp), neighbours=max(0, most(params.gamma) - 1), band=most(params.table_band),
+                   coupled=most(params.r_obf), pair_rows=pair_rows)
 
 
 @dataclass(frozen=True)
@@ -96,20 +115,20 @@ class MemoryEstimate:
 
 
 def _parts(c: Counts, users: int, pending: int = 0) -> dict[str, int]:
-    K, n, o, f, g = c.K, min(c.lr, c.K), min(c.columns, c.K), c.free, c.neighbours
-    nx = n * min(f, o)                          # a block's free entries
-    pairs = n * g * min(f, o)                   # Geo-Ind rows between free entries (both directions)
-    per_user_lr = 8 * (n * K + 3 * n * n + 10 * n * o)
-    block_kept = 12 * (n * o + 3 * nx + 2 * pairs) + 16 * (n + nx + pairs)
-    block_build = 8 * 10 * n * o + 48 * (n * o + pairs)
-    highs = 48 * (3 * nx + 2 * pairs) + 200 * (n + 2 * nx + pairs)
-    master = 24 * 2 * users * MAX_ROUNDS * (K + 1)
+    K, n, o = c.K, min(c.lr, c.K), min(c.columns, c.K)
+    nx = n * min(c.free, o)                     # a block's free entries
+    rows = n + nx + n * c.pair_rows             # unit rows, upper bounds, Geo-Ind rows
+    nnz = n * min(c.coupled, o) + 2 * nx + 2 * n * c.pair_rows
+    block_kept = 12 * nnz + 8 * rows
+    block_build = 100 * n * o                   # one block's dense (n, o) work arrays
     return {
-        "world": 8 * 5 * K * K + 2 * DIJKSTRA_CHUNK_BYTES,
+        "world": 8 * 3 * K * K + DIJKSTRA_CHUNK_BYTES,
+        "measures": 8 * 2 * K * K + 64 * MB,   # expected costs (K x K) and their work chunk
         "table": 8 * K * 4 * K + 48 * 4 * K * c.band + 3 * 32 * MB + DIJKSTRA_CHUNK_BYTES,
-        "lr_sets": users * per_user_lr + pending * 8 * (n * n + 2 * n * o),
+        "lr_sets": users * 8 * (n * K + n * n + 3 * n * o) + 48 * n * o + pending * 8 * (n * n + 2 * n * o),
         "blocks": users * block_kept + block_build,
-        "solve": users * (highs + block_kept + 8 * n * o) + master,
+        "solve": users * (HIGHS_ROW_BYTES * rows + block_kept + 8 * n * o) + block_build
+        + 24 * 2 * users * MAX_ROUNDS * (K + 1),
         "certify": users * 8 * n * K + 6 * 8 * n * K,
     }
 
