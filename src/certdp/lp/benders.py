@@ -428,7 +428,7 @@ def _point(master: MasterSpec, y: np.ndarray, results: Sequence[BlockResult]
 
 def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
             time_limit: float | None = None, runner: Runner | None = None, tolerance: float = 1e-9,
-            progress: Progress | None = None,
+            progress: Progress | None = None, repair_runner: Runner | None = None,
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
             start: tuple[float, np.ndarray, list[np.ndarray]] | None = None,
@@ -440,7 +440,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     the inequalities hold for every feasible point of the full problem). ``heuristic`` is asked
     for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
-    every round, their cuts join the master's and their value, if all are feasible, is an upper bound.
+    every round (on their own models, ``repair_runner``, each hot-started from its own sequence
+    of points), their cuts join the master's and their value, if all feasible, is an upper bound.
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
@@ -460,8 +461,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     best bounds so far are returned.
     """
     t_start = time.perf_counter()
-    own_runner = runner is None
+    own_runner, own_fixer = runner is None, repair is not None and repair_runner is None and bool(blocks)
     run = runner if runner is not None else SerialRunner(blocks, tolerance)
+    fixer = (SerialRunner(blocks, tolerance) if own_fixer else repair_runner) if repair and blocks else None
     couplings = [b.coupling for b in blocks]
     m = BendersMaster(master, blocks, tolerance)
     lb, ub = -math.inf, math.inf
@@ -493,8 +495,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             (y_master, theta, lb_it, obj, t_master), c_master = solved, time.process_time() - c_master
             lb, y = max(lb, lb_it), y_master
             if core is not None and not kelley:
-                y = in_out * y_master + (1.0 - in_out) * core
-                core = 0.5 * (core + y_master)
+                y, core = in_out * y_master + (1.0 - in_out) * core, 0.5 * (core + y_master)
             t0, c_sub = time.perf_counter(), time.process_time()
             results = run.solve_all(y, theta, left()) if blocks else []
             cuts = _round_cuts(results, theta, y_master, couplings)
@@ -502,12 +503,11 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             points = [_point(master, y, results)]
             if points[0] is None and heuristic is not None:
                 points.append(heuristic(y, results))
-            if repair is not None and blocks:
+            if fixer is not None:
                 y_r = repair(y_master)
-                fixed = run.solve_all(y_r, theta, left())
-                cuts += _round_cuts(fixed, theta, y_master, couplings)
+                fixed = fixer.solve_all(y_r, theta, left())
+                cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
                 points.append(_point(master, y_r, fixed))
-                results = list(results) + list(fixed)
             t_sub, c_sub = time.perf_counter() - t0, time.process_time() - c_sub
             for point in points:
                 if point is not None and point[0] < ub:
@@ -541,7 +541,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 status = "failed" if failed else "stalled"   # (at the gap it would have stopped above)
                 break
     finally:
-        if own_runner:
-            run.close()
+        for r, own in ((run, own_runner), (fixer, own_fixer)):
+            if own and r is not None:
+                r.close()
     return BendersOutcome(status=status, y=best_y, x=best_x, upper_bound=ub, lower_bound=lb, iterations=it,
                           history=history, cuts=m.n_cuts, skipped_cuts=m.skipped)
