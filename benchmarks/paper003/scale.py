@@ -105,6 +105,14 @@ class _Part:
         print(self.name, self.out[self.name], file=sys.stderr, flush=True)
 
 
+def _round_line(ev) -> None:
+    """Each Benders round on stderr (what a run stopped from outside had reached)."""
+    r = ev.record
+    if "gap" in r:
+        print(f"round {r['iteration']}: gap {r['gap']:.3g}, blocks CPU {r.get('sub_cpu', 0):.2f} s, master CPU "
+              f"{r.get('master_cpu', 0):.3f} s", file=sys.stderr, flush=True)
+
+
 def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int) -> dict:
     import numpy as np
 
@@ -138,7 +146,7 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
         nnz = sum(b.spec.W.nnz + b.spec.T.nnz for b in built[1])
     del built
     with _Part(parts, "solve"):
-        resp, info = server.solve(gap=1e-4, fallback=False)
+        resp, info = server.solve(gap=1e-4, fallback=False, progress=_round_line)
     with _Part(parts, "certify"):
         mechs = [u.mechanism(resp[u.name])[0] for u in us]
     certified = sum(bool(verify(m.matrix, m.epsilon, m.edges, m.edge_distance).passed) for m in mechs)
@@ -149,7 +157,21 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
             "estimate_total": est.total, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "method": info.method, "status": info.status, "gap": info.gap, "iterations": info.iterations,
             "sub_cpu": sum(h.get("sub_cpu", 0.0) for h in hist), "master_cpu": sum(h.get("master_cpu", 0.0) for h in hist),
-            "certified": certified, "table_pairs": len(table.pair_key)}
+            "certified": certified, "table_pairs": len(table.pair_key),
+            "history": [[h["iteration"], h["gap"], h.get("sub_cpu", 0.0), h.get("master_cpu", 0.0)] for h in hist]}
+
+
+def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> tuple[dict, int]:
+    from certdp.datasets.city import grid_world
+    from certdp.datasets.road import load_road_network
+    from certdp.lrgeo.memory import estimate_round
+    from certdp.lrgeo.user import LRGeoParams
+
+    net = name.split("-")[0]
+    road = load_road_network(Path(folder) / f"{net}_nodes.csv", Path(folder) / f"{net}_edges.csv")
+    world = grid_world(road, 40, 40, bbox=None if bbox is None else tuple(bbox), name=net)
+    est = estimate_round(world, LRGeoParams.paper(world.cell), users)
+    return est.parts, est.total
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -172,10 +194,21 @@ def main() -> None:
     ap.add_argument("--cap-gb", type=float, default=6.0, help="address-space cap per instance")
     ap.add_argument("--jobs", type=int, default=1, help="instances run at once (each in its own process)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--rewrite", default=None, metavar="RAW.json",
+                    help="write the table again from a run's raw JSON, with the estimates of the current code")
     output_args(ap)
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(run_one(*json.loads(args.child)), default=float))
+        return
+    if args.rewrite is not None:
+        runs = json.loads(Path(args.rewrite).read_text())
+        folders = {name: folder for name, folder, _ in instances(False) + instances(True)}
+        for r in runs:
+            if "error" not in r:
+                r["estimate"], r["estimate_total"] = _estimate(r["instance"], folders[r["instance"]], r["bbox"],
+                                                               r["users"])
+        _write(runs, args)
         return
     todo = [(name, folder, bbox, users, seed) for name, folder, bbox in instances(args.heldout)
             if not args.only or name in args.only for users in args.users for seed in args.seeds]
@@ -229,8 +262,18 @@ def _write(runs: list[dict], args: argparse.Namespace) -> None:
                      f"MB median {_mb(statistics.median(peak))}, worst {_mb(max(peak))}; worst gap "
                      f"{max(r['gap'] for r in sel):.2g}; methods {sorted({r['method'] for r in sel})}; certified "
                      f"{sum(r['certified'] for r in sel)}/{sum(r['users'] for r in sel)}")
+    for r in ok:
+        to = [sum(h[2] + h[3] for h in r.get("history", [])[:i + 1]) for i, h in enumerate(r.get("history", []))
+              if h[1] <= 1e-3]
+        if to:
+            notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: Benders CPU s to gap 1e-3 {to[0]:.2f} "
+                         f"(round {len(r['history']) - len(to) + 1}), to the end {r['sub_cpu'] + r['master_cpu']:.2f} "
+                         f"({r['iterations']} rounds)")
     notes.append("Per part: measured growth of the resident set (estimate made before allocating, "
                  "certdp.lrgeo.memory.estimate_round). Wall seconds on a shared machine; CPU seconds of the process.")
+    if args.rewrite:
+        notes.append(f"Measurements from the run whose raw JSON is {Path(args.rewrite).name}; estimates from the current "
+                     "code (--rewrite).")
     name = "scale_heldout" if args.heldout else "scale"
     write_table(name, "LR-Geo at paper 003's settings on real road networks (40 x 40 grid)", cols, rows,
                 notes=notes, raw=runs, args=args)

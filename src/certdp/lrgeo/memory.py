@@ -16,8 +16,8 @@ the part allocates for the worst placed users:
 - ``lr_sets``: each user's distances to every location, LR-set distances, costs and upload;
 - ``blocks``: each user's LP block (every entry of its rows and columns once, the Geo-Ind rows
   between free entries, the build's temporaries);
-- ``solve``: one HiGHS model per block (kept for the whole Benders solve), the master and its
-  cuts, the responses;
+- ``solve``: two HiGHS models per block (kept for the whole Benders solve), the master and
+  its cuts, the responses;
 - ``certify``: the users' certified matrices (n x K each) and the certification's work.
 
 The model's constants are bytes per entry counted in the code that allocates them, rounded
@@ -48,7 +48,8 @@ MB = 2**20
 #: Benders' rounds the master's cuts are sized for (LRGeoServer.solve's default limit)
 MAX_ROUNDS = 100
 #: bytes of a block's HiGHS model per row (its matrix both ways, factor and work vectors):
-#: 190 MB for 10 blocks of 242,000 rows in all at the paper's settings (benchmarks/paper003/scale.py)
+#: 190 MB for 10 blocks of 242,000 rows in all at the paper's settings (benchmarks/paper003/scale.py).
+#: Benders keeps two models per block (the stabilised point's and the repair point's).
 HIGHS_ROW_BYTES = 800
 
 
@@ -127,7 +128,7 @@ def _parts(c: Counts, users: int, pending: int = 0) -> dict[str, int]:
         "table": 8 * K * 4 * K + 48 * 4 * K * c.band + 3 * 32 * MB + DIJKSTRA_CHUNK_BYTES,
         "lr_sets": users * 8 * (n * K + n * n + 3 * n * o) + 48 * n * o + pending * 8 * (n * n + 2 * n * o),
         "blocks": users * block_kept + block_build,
-        "solve": users * (HIGHS_ROW_BYTES * rows + block_kept + 8 * n * o) + block_build
+        "solve": users * (2 * HIGHS_ROW_BYTES * rows + block_kept + 8 * n * o) + block_build
         + 24 * 2 * users * MAX_ROUNDS * (K + 1),
         "certify": users * 8 * n * K + 6 * 8 * n * K,
     }
