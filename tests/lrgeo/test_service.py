@@ -641,3 +641,18 @@ def test_a_round_through_serve_on_a_network_and_a_bbox(tmp_path):
         assert all(r["verified"] and 0 <= r["output"] < 25 and r["status"] == "optimal" for r in outs)
     finally:
         _stop(proc)
+
+
+def test_a_body_limit_below_an_honest_upload_is_refused_at_start(world, params):
+    """The largest upload an honest user can send on this grid (its JSON) is bounded from the
+    grid; a server whose body limit is below it would answer 413 to such a user, so it does not
+    start. Each honest upload is within the bound."""
+    from certdp.lrgeo.memory import estimate_round, upload_bytes
+
+    largest = upload_bytes(estimate_round(world, params, 1).counts)
+    with pytest.raises(ValueError, match="max_body_mb"):
+        RoundScheduler(world, params, limits=Limits(max_body_mb=largest / 2**20 / 2))
+    with RoundScheduler(world, params, limits=Limits(max_body_mb=largest / 2**20)) as sched:
+        for loc in range(0, world.K, 5):
+            _, _, req = _grant(sched, world, params, loc, loc)
+            assert len(req.to_json().encode()) <= largest

@@ -134,6 +134,18 @@ def _parts(c: Counts, users: int, pending: int = 0) -> dict[str, int]:
     }
 
 
+#: the most bytes one number takes in a JSON upload ("-2.2250738585072014e-308, ")
+JSON_NUMBER_BYTES = 26
+
+
+def upload_bytes(counts: Counts) -> int:
+    """The most bytes an honest user's upload (its JSON) can take: distances between its LR
+    rows, distances and costs to its columns, weights and column ids, for the largest LR set
+    and obfuscation range of the grid."""
+    n, o = min(counts.lr, counts.K), min(counts.columns, counts.K)
+    return JSON_NUMBER_BYTES * (n * n + 2 * n * o + n + o) + 1024
+
+
 def estimate_round(world: World, params: LRGeoParams, users: int, *, pending: int = 0) -> MemoryEstimate:
     """Bytes a round of ``users`` users would allocate on ``world`` (nothing is allocated but
     a k-d tree over the K centres). ``pending``: uploads of further users held meanwhile (a

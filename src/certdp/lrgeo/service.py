@@ -93,7 +93,7 @@ from .messages import (
     NAME_PATTERN, LatLons, Nodes, ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest,
     TableResponse,
 )
-from .memory import check_round
+from .memory import check_round, upload_bytes
 from .server import LRGeoServer, core_point
 from .table import build_table
 from .user import LRGeoParams
@@ -388,6 +388,10 @@ class RoundScheduler:
         self.limits = limits or Limits()
         self.memory = check_round(world, params, self.limits.round_users, limit=max_memory,
                                   pending=self.limits.max_pending, what="pending")
+        largest = upload_bytes(self.memory.counts)
+        if largest > self.limits.max_body_bytes:
+            raise ValueError(f"max_body_mb (--max-body-mb): an honest upload can take up to {largest / 2**20:.0f} MiB on this grid "
+                             f"(an LR set of {self.memory.counts.lr} locations); allow at least that")
         self.method, self.gap, self.time_limit = method, gap, time_limit
         t0 = time.perf_counter()
         self.server = LRGeoServer(world, build_table(world, params.cell, params.table_band), params)
