@@ -65,6 +65,7 @@ class ColumnMaster:
         self.delta = math.inf
         self.iterations = 0
         self.work = 0.0      # the last stabilised solve's dense work: rows^2 x columns x steps, summed over its parts
+        self.flops = 0.0     # every solve's dense work so far: (rows^2 x columns + rows^3 / 3) x steps
         self.fallbacks = 0   # solves handed to HiGHS because the dense IPM did not converge
         self.protected = 0   # the first columns are never deleted (they keep the LP feasible)
 
@@ -160,6 +161,7 @@ class ColumnMaster:
                 sp_[rows], sm_[rows] = r.sp, r.sm
             iterations = max(iterations, r.iterations)
             work += float(rows.size) ** 2 * cols.size * max(1, r.iterations)
+            self.flops += (float(rows.size) ** 2 * cols.size + float(rows.size) ** 3 / 3) * max(1, r.iterations)
         if slack_costs is None:
             sp_, sm_ = np.zeros(0), np.zeros(0)
         return y, b, sp_, sm_, iterations, work

@@ -153,14 +153,20 @@ class OutputModels:
         v = float(np.minimum(w + self.AT @ np.maximum(y, 0.0), 0.0).sum())
         return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), iterations  # z = 0 is in P: min <= 0
 
-    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float]:
+    @property
+    def working_rows(self) -> int:
+        """The cone rows in this group's models together (their LPs' size beyond the N rows)."""
+        return int(sum(r.size for r in self.rows))
+
+    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float, int]:
         """Every output of the group in turn (a worker's call): ``(ks, bounds, Z, iterations,
-        fallbacks, failures, seconds)``, fallbacks and failures cumulative, seconds this call's
-        compute time."""
+        fallbacks, failures, seconds, working rows)``, fallbacks and failures cumulative, seconds
+        this call's compute time."""
         t0 = time.perf_counter()
         out = [self.one(j, w) for j, w in enumerate(self.weights(lam))]
         return (self.ks, np.array([o[0] for o in out]), np.column_stack([o[1] for o in out]),
-                int(sum(o[2] for o in out)), self.fallbacks, self.failures, time.perf_counter() - t0)
+                int(sum(o[2] for o in out)), self.fallbacks, self.failures, time.perf_counter() - t0,
+                self.working_rows)
 
 
 class Pricer(Protocol):
@@ -170,6 +176,10 @@ class Pricer(Protocol):
     """groups rebuilt and replayed after a lost worker"""
     rounds: list[dict[str, float]]
     """per call: the wall time, and the slowest group's and all groups' compute times"""
+
+    @property
+    def working_rows(self) -> int:
+        """the cone rows in every output's pricing model together"""
 
     @property
     def fallbacks(self) -> int:
@@ -202,6 +212,10 @@ class ThreadPricer:
     @property
     def fallbacks(self) -> int:
         return self.group.fallbacks
+
+    @property
+    def working_rows(self) -> int:
+        return self.group.working_rows
 
     @property
     def failures(self) -> int:
@@ -251,7 +265,7 @@ class _GroupedPricer:
         self.lams: list[np.ndarray] = []
         self.replays = 0
         self.rounds: list[dict[str, float]] = []
-        self._counts = [(0, 0)] * len(self.groups)
+        self._counts = [(0, 0, 0)] * len(self.groups)
         self.workers: list[Any] = []
 
     def _start(self, i: int) -> Any:
@@ -278,6 +292,10 @@ class _GroupedPricer:
     def failures(self) -> int:
         return sum(c[1] for c in self._counts)
 
+    @property
+    def working_rows(self) -> int:
+        return sum(c[2] for c in self._counts)
+
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """As :meth:`Pricer.price`."""
         lam = np.asarray(lam, dtype=np.float64)
@@ -297,7 +315,7 @@ class _GroupedPricer:
                     self._rebuild(i)
                     f = self._call(i, lam)
         self.lams.append(lam.copy())
-        self._counts = [(p[4], p[5]) for p in parts]
+        self._counts = [(p[4], p[5], p[7]) for p in parts]
         self.rounds.append({"wall": time.perf_counter() - t0, "compute_max": max(p[6] for p in parts),
                             "compute_sum": sum(p[6] for p in parts)})
         order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
