@@ -4,13 +4,13 @@ median, and what each part of a round costs.
 
     python -m benchmarks.paper000.growing [--networks helsinki goldcoast sydney city]
         [--sizes 1000 2000] [--boxes 0 1 2] [--cap 600] [--executor threads] [--heldout]
-        [--name growing] [--config KEY=VALUE ...]
+        [--jobs 1] [--name growing] [--config KEY=VALUE ...]
 
 Instances: :func:`certdp.experiments.instances.growing` (about (N - 1) / 48 neighbours a
 record, eta 2 km where the network allows it, epsilon x the median neighbour distance = 1,
 K = 100). ``--heldout`` runs the networks of ``$CERTDP_HELDOUT/roads`` instead (to confirm,
-never to tune). Every solve runs in its own process, with ``time_limit`` = ``--cap``; the
-table is rewritten after every run. Each row gives the wall and CPU seconds (the machine is
+never to tune). Every solve runs in its own process (``--jobs`` of them side by side), with
+``time_limit`` = ``--cap``; the table is rewritten after every run. Each row gives the wall and CPU seconds (the machine is
 shared: CPU seconds and counts are steadier than wall seconds), and per part of a round
 (the stabilised master, pricing, the upper bound): wall and CPU seconds, the dense masters'
 flops, the pricing simplex iterations and cone rows in the models, and the peak memory after
@@ -99,18 +99,39 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
         conn.send({"status": f"error: {type(exc).__name__}: {exc}"})
 
 
-def run_one(network: str, n: int, box: int, cap: float, gap: float, executor: str, config) -> dict:
+def run_all(keys: list[tuple[str, int, int]], cap: float, gap: float, executor: str, config, jobs: int):
+    """Yield each run's record as it ends, ``jobs`` solves at a time (one process each)."""
     import multiprocessing as mp
+    from multiprocessing.connection import wait
 
     ctx = mp.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send))
-    proc.start()
-    res = recv.recv() if recv.poll(cap + 900) else {"status": f"killed after {cap + 900:g} s"}
-    if proc.is_alive():
-        proc.kill()
-    proc.join()
-    return {"network": network, "n": n, "box": box, **res}
+    todo, live = list(keys), {}
+    while todo or live:
+        while todo and len(live) < jobs:
+            network, n, box = todo.pop(0)
+            print(f"{network} N={n} box {box} ...", flush=True)
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send))
+            proc.start()
+            live[recv] = (proc, network, n, box, time.monotonic())
+        ready = wait(list(live), timeout=60)
+        for recv in list(live):
+            proc, network, n, box, started = live[recv]
+            if recv in ready:
+                try:
+                    res = recv.recv()
+                except EOFError:
+                    res = {"status": f"the solving process ended without an answer (exit code {proc.exitcode})"}
+            elif time.monotonic() - started > cap + 1800:
+                res = {"status": f"killed after {cap + 1800:g} s"}
+            else:
+                continue
+            del live[recv]
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            yield {"network": network, "n": n, "box": box, **res}
 
 
 def _summary(raw: list[dict], gap: float) -> list[list]:
@@ -181,6 +202,7 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=600.0)
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--executor", default="threads", choices=["threads", "process", "dask"])
+    ap.add_argument("--jobs", type=int, default=1, help="solves side by side (one process each)")
     ap.add_argument("--name", default="growing")
     ap.add_argument("--config", dest="config_items", nargs="*", default=[], metavar="KEY=VALUE",
                     help="OutputsConfig fields to change")
@@ -193,15 +215,12 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     load = [os.getloadavg()]
     raw: list[dict] = []
-    for n in a.sizes:
-        for network in networks:
-            for box in a.boxes:
-                print(f"{network} N={n} box {box} ...", flush=True)
-                r = run_one(network, n, box, a.cap, a.gap, a.executor, config)
-                raw.append(r)
-                print({k: r.get(k) for k in ("status", "rounds", "seconds", "cpu_seconds", "gap", "peak_mb")},
-                      flush=True)
-                table(raw, a, load + [os.getloadavg()], started)
+    keys = [(network, n, box) for n in a.sizes for network in networks for box in a.boxes]
+    for r in run_all(keys, a.cap, a.gap, a.executor, config, a.jobs):
+        raw.append(r)
+        print(r["network"], r["n"], r["box"], {k: r.get(k) for k in ("status", "rounds", "seconds", "cpu_seconds",
+                                                                    "gap", "peak_mb")}, flush=True)
+        table(raw, a, load + [os.getloadavg()], started)
     if not raw:
         print("nothing to run")
 

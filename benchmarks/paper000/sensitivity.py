@@ -7,7 +7,8 @@ against the defaults in the same process.
         [--sizes 500 1000] [--box 0] [--fields box columns ...] [--repeats 2] [--cap 600] [--jobs 1]
 
 One process per instance: it builds the instance once and solves it with the defaults
-``--repeats`` times (their spread is the noise of this machine) and once per changed value.
+``--repeats`` times, at the start, the end and evenly between (their spread is the noise and
+drift of this machine), and once per changed value.
 The table gives, per field and instance, the ratio of CPU seconds (and rounds) to the
 defaults' median; a field *matters* where some ratio leaves the defaults' spread by more than
 10%. CPU seconds, not wall seconds: the machine is shared. Every run's matrix is audited.
@@ -51,7 +52,12 @@ def _child(network: str, n: int, box: int, names, repeats: int, cap: float, gap:
     from certdp.pmo.outputs.config import OutputsConfig
 
     space = growing(network, n, box)
-    runs = [("defaults", 1.0, OutputsConfig())] * repeats + variants(names)
+    changed = variants(names)
+    runs: list = []
+    for r in range(repeats):   # the defaults spread over the sequence: their range includes the drift of the load
+        runs.append(("defaults", 1.0, OutputsConfig()))
+        runs += changed[r * len(changed) // max(repeats - 1, 1):(r + 1) * len(changed) // max(repeats - 1, 1)] \
+            if r < repeats - 1 else []
     for name, factor, config in runs:
         try:
             c0, t0 = time.process_time(), time.perf_counter()
@@ -145,7 +151,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000])
     ap.add_argument("--box", type=int, default=0)
     ap.add_argument("--fields", nargs="*", default=None, help="only these OutputsConfig fields")
-    ap.add_argument("--repeats", type=int, default=2, help="runs with the defaults per instance")
+    ap.add_argument("--repeats", type=int, default=3, help="runs with the defaults per instance (at least 2)")
     ap.add_argument("--cap", type=float, default=600.0)
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--jobs", type=int, default=1, help="instances solved side by side (one process each)")
