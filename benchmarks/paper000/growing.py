@@ -113,6 +113,7 @@ def run_all(keys: list[tuple[str, int, int]], cap: float, gap: float, executor: 
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send))
             proc.start()
+            send.close()   # the child holds the only writing end: its death reads as the end of the pipe
             live[recv] = (proc, network, n, box, time.monotonic())
         ready = wait(list(live), timeout=60)
         for recv in list(live):
