@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...certify import certify
+from ...lp.dense import ColumnStore
 from ...space import Space
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
 from .config import OutputsConfig
@@ -60,17 +61,18 @@ class Incumbent:
 
     ``C`` is the weighted cost in units of its largest entry (the engine's units), ``A`` the
     cone rows, ``edges``/``dist`` the kept mDP pairs, ``n_comp``/``comp`` the connected
-    components. Columns reach it through :meth:`add` as they are priced."""
+    components, ``store`` the run's columns. Columns reach it through :meth:`attach` as they
+    are priced."""
 
     def __init__(self, space: Space, C: np.ndarray, A: sp.csr_matrix, edges: np.ndarray, dist: np.ndarray,
-                 comp: np.ndarray, n_comp: int, tolerance: float, config: OutputsConfig) -> None:
+                 comp: np.ndarray, n_comp: int, tolerance: float, config: OutputsConfig, store: ColumnStore) -> None:
         self.space, self.C, self.A, self.edges, self.dist = space, C, A, edges, dist
         self.eps = space.epsilon
         self.K = C.shape[1]
         self.n_comp = n_comp
         self.config = config
         self.tolerance = tolerance
-        self.free = ColumnMaster(space.n_records, tolerance, comp, config)   # solved without the box: mechanisms
+        self.free = ColumnMaster(space.n_records, tolerance, comp, config, store)   # without the box: mechanisms
         self.filled: FilledMaster | None = None    # the free master with an mDP fill, once needed
         self.leaning = 0                           # upper steps in a row whose cover leaned on the all-ones
         self.fill_output = int(np.argmin(C.sum(axis=0)))    # the best constant mechanism's output
@@ -83,10 +85,11 @@ class Incumbent:
         self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
                        "repaired_failed": 0, "filled_tried": 0, "filled_best": 0, "filled_given_up": 0}
 
-    def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
-        self.free.add(R, owner, g)
+    def attach(self, slots: np.ndarray, owner: np.ndarray, g: np.ndarray, col_comp: np.ndarray) -> None:
+        """New columns, already in the store at ``slots``."""
+        self.free.attach(slots, owner, g, col_comp)
         if self.filled is not None:
-            self.filled.add(R, owner, g)
+            self.filled.attach(slots, owner, g)
 
     def protect_start(self) -> None:
         """Never delete the columns added so far (the all-ones columns keep the free master
@@ -148,8 +151,8 @@ class Incumbent:
         if self.filled is None:
             k0 = self.fill_output
             self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance,
-                                       max_iterations=int(self.config.fill_iterations * n))
-            self.filled.add(self.free.R, self.free.owner, self.free.cost)
+                                       max_iterations=int(self.config.fill_iterations * n), store=self.free.store)
+            self.filled.attach(self.free.slots, self.free.owner, self.free.cost)
         Z = self.filled.solve()
         self.seconds["free"] += time.perf_counter() - t0
         self.counts["filled_tried"] += 1
@@ -167,7 +170,7 @@ class Incumbent:
         cfg = self.config
         out = self.solve_elastic(lam, delta) if self.repair.ready() else None
         lam_f, b_f = out if out is not None else self.solve_free()
-        ones = self.free.R[:, :self.n_comp] @ b_f[:self.n_comp]   # the first columns: all-ones, never pruned
+        ones = self.free.columns(cols=slice(0, self.n_comp)).mul(b_f[:self.n_comp])   # all-ones, never pruned
         self.leaning = self.leaning + 1 if float(ones.mean()) >= cfg.fill_when else 0
         if (self.leaning >= cfg.fill_after and not self.counts["filled_given_up"]
                 and self.constant <= (1.0 + cfg.fill_near) * lower):

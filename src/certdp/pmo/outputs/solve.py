@@ -59,6 +59,7 @@ except ImportError:   # not on Windows: the rounds then record no peak memory
 import numpy as np
 
 from ...graph import MDPGraph
+from ...lp.dense import ColumnStore
 from ...lp.executors import start_worker_server
 from ...lp.outcome import relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
@@ -122,10 +123,13 @@ class PricingLoop:
         spread = self.C.max(axis=1) - self.C.min(axis=1)
         self.delta = config.box * np.maximum(spread, config.box_floor * (float(spread.max()) or 1.0))
         self.n_comp, self.comp = graph.components
-        self.master = ColumnMaster(N, tolerance, self.comp, config)   # solved with the box: the (stabilised) duals
+        # every master's columns live once, in one store: the stabilised and the free master
+        # share most of theirs
+        self.store = ColumnStore(N)
+        self.master = ColumnMaster(N, tolerance, self.comp, config, self.store)   # with the box: the duals
         self.master.set_box(center, self.delta)
         self.upper = Incumbent(space, self.C, self.A, self.edges, self.dist, self.comp, self.n_comp, tolerance,
-                               config)
+                               config, self.store)
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
         self.upper.protect_start()
@@ -140,8 +144,8 @@ class PricingLoop:
         costs = self.C.T @ R                  # (K, n_new): c_k' r_s
         owner = np.argmin(costs, axis=0)
         g = costs[owner, np.arange(R.shape[1])]
-        self.master.add(R, owner, g)
-        self.upper.add(R, owner, g)
+        slots = self.master.add(R, owner, g)
+        self.upper.attach(slots, owner, g, self.master.col_comp[self.master.n_cols - len(slots):])
 
     def price(self, lam: np.ndarray, smooth: bool) -> tuple[float, np.ndarray, np.ndarray, int]:
         """Price at the smoothed duals and, when nothing prices out there or a second pass is
