@@ -4,7 +4,7 @@ median, and what each part of a round costs.
 
     python -m benchmarks.paper000.growing [--networks helsinki goldcoast sydney city]
         [--sizes 1000 2000] [--boxes 0 1 2] [--cap 600] [--executor threads] [--heldout]
-        [--jobs 1] [--name growing] [--config KEY=VALUE ...]
+        [--jobs 1] [--name growing] [--config KEY=VALUE ...] [--baseline SRC]
 
 Instances: :func:`certdp.experiments.instances.growing` (about (N - 1) / 48 neighbours a
 record, eta 2 km where the network allows it, epsilon x the median neighbour distance = 1,
@@ -15,6 +15,9 @@ shared: CPU seconds and counts are steadier than wall seconds), and per part of 
 (the stabilised master, pricing, the upper bound): wall and CPU seconds, the dense masters'
 flops, the pricing simplex iterations and cone rows in the models, and the peak memory after
 each part. The results file records the commit and the machine's load at start and end.
+``--baseline SRC`` runs every instance a second time with certdp imported from SRC (the ``src``
+folder of another commit, e.g. from ``git archive``), side by side in the same run: the
+comparison of two designs on the same instances under the same load.
 """
 
 from __future__ import annotations
@@ -60,8 +63,13 @@ def parse_config(items: list[str]):
     return OutputsConfig(**values)
 
 
-def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config, conn) -> None:
+def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config, conn,
+           src: str | None = None) -> None:
     import resource
+    import sys
+
+    if src:                                            # the baseline design: certdp from SRC
+        sys.path.insert(0, src)
 
     from certdp import solve
     from certdp.experiments.instances import growing
@@ -99,8 +107,9 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
         conn.send({"status": f"error: {type(exc).__name__}: {exc}"})
 
 
-def run_all(keys: list[tuple[str, int, int]], cap: float, gap: float, executor: str, config, jobs: int):
-    """Yield each run's record as it ends, ``jobs`` solves at a time (one process each)."""
+def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jobs: int):
+    """Yield each run's record as it ends, ``jobs`` solves at a time (one process each); a key
+    is ``(network, N, box, design, src)``."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
@@ -108,16 +117,16 @@ def run_all(keys: list[tuple[str, int, int]], cap: float, gap: float, executor: 
     todo, live = list(keys), {}
     while todo or live:
         while todo and len(live) < jobs:
-            network, n, box = todo.pop(0)
-            print(f"{network} N={n} box {box} ...", flush=True)
+            network, n, box, design, src = todo.pop(0)
+            print(f"{network} N={n} box {box} {design} ...", flush=True)
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send))
+            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send, src))
             proc.start()
             send.close()   # the child holds the only writing end: its death reads as the end of the pipe
-            live[recv] = (proc, network, n, box, time.monotonic())
+            live[recv] = (proc, network, n, box, design, time.monotonic())
         ready = wait(list(live), timeout=60)
         for recv in list(live):
-            proc, network, n, box, started = live[recv]
+            proc, network, n, box, design, started = live[recv]
             if recv in ready:
                 try:
                     res = recv.recv()
@@ -132,20 +141,20 @@ def run_all(keys: list[tuple[str, int, int]], cap: float, gap: float, executor: 
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-            yield {"network": network, "n": n, "box": box, **res}
+            yield {"network": network, "n": n, "box": box, "design": design, **res}
 
 
 def _summary(raw: list[dict], gap: float) -> list[list]:
     """Per network and size: the median and the worst run over the boxes."""
     rows = []
-    for key in sorted({(r["network"], r["n"]) for r in raw}, key=lambda k: (k[1], k[0])):
-        sel = [r for r in raw if (r["network"], r["n"]) == key and "seconds" in r]
+    for key in sorted({(r["network"], r["n"], r["design"]) for r in raw}, key=lambda k: (k[1], k[0], k[2])):
+        sel = [r for r in raw if (r["network"], r["n"], r["design"]) == key and "seconds" in r]
         if not sel:
             continue
         secs = [r["seconds"] for r in sel]
         cpu = [r["cpu_seconds"] for r in sel]
         worst = max(sel, key=lambda r: (r["gap"] > gap * 1.0001, r["seconds"]))
-        rows.append([key[0], key[1], len(sel), f"{statistics.median(r['neighbours'] for r in sel):.1f}",
+        rows.append([key[0], key[1], key[2], len(sel), f"{statistics.median(r['neighbours'] for r in sel):.1f}",
                      statistics.median(secs), worst["seconds"], statistics.median(cpu), max(cpu),
                      statistics.median(r["rounds"] for r in sel), max(r["rounds"] for r in sel),
                      max(r["gap"] for r in sel), max(r["peak_mb"] for r in sel),
@@ -153,13 +162,29 @@ def _summary(raw: list[dict], gap: float) -> list[list]:
     return rows
 
 
+def _ratios(raw: list[dict]) -> list[str]:
+    """This design against the baseline on each instance both finished: CPU seconds, peak
+    memory and rounds as ratios (this / baseline)."""
+    done = {(r["network"], r["n"], r["box"], r["design"]): r for r in raw if "seconds" in r}
+    pairs = [(k[:3], r, done[(*k[:3], "baseline")]) for k, r in done.items()
+             if k[3] == "this" and (*k[:3], "baseline") in done]
+    if not pairs:
+        return []
+    out = ["", "This design against the baseline, same instances, same run (ratios this / baseline):", "",
+           "| network | N | box | CPU s | peak MB | rounds | gap (this, baseline) |", "|---|---|---|---|---|---|---|"]
+    for k, r, b in sorted(pairs, key=lambda p: (p[0][1], p[0][0], p[0][2])):
+        out.append(f"| {k[0]} | {k[1]} | {k[2]} | {r['cpu_seconds'] / b['cpu_seconds']:.3f} | "
+                   f"{r['peak_mb'] / b['peak_mb']:.3f} | {r['rounds']} / {b['rounds']} | {r['gap']:.4f}, {b['gap']:.4f} |")
+    return out
+
+
 def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: str) -> None:
     rows = []
     for r in raw:
         if "seconds" not in r:
-            rows.append([r["network"], r["n"], r["box"], "-", r["status"]] + ["-"] * 14)
+            rows.append([r["network"], r["n"], r["box"], r["design"], "-", r["status"]] + ["-"] * 14)
             continue
-        rows.append([r["network"], r["n"], r["box"], f"{r['neighbours']:.1f}", r["status"], r["rounds"],
+        rows.append([r["network"], r["n"], r["box"], r["design"], f"{r['neighbours']:.1f}", r["status"], r["rounds"],
                      r["seconds"], r["cpu_seconds"], r["gap"], r["peak_mb"], r["audit"],
                      *(r[f"{p}_cpu"] for p in PARTS), r["master_flops"] / 1e9, r["free_flops"] / 1e9,
                      r["pricing_iterations"] / 1e6, r["pricing_rows"], r["columns"]])
@@ -175,12 +200,13 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
              "the end (their LPs' size beyond N)",
              f"configuration: {a.config_items or 'the defaults'}",
              "", "Median and worst case over the boxes (worst: the slowest run, or one that missed the gap):", "",
-             "| network | N | boxes | neighbours | median s | worst s | median CPU s | worst CPU s | median rounds "
+             "| network | N | design | boxes | neighbours | median s | worst s | median CPU s | worst CPU s | median rounds "
              "| worst rounds | worst gap | worst peak MB | at the gap | all audited |",
-             "|" + "---|" * 14]
+             "|" + "---|" * 15]
     notes += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in summary]
+    notes += _ratios(raw)
     write_table(a.name, "Outputs decomposition on road networks at growing density (K = 100, 1% gap)",
-                ["network", "N", "box", "neighbours", "status", "rounds", "seconds", "CPU s", "gap", "peak MB",
+                ["network", "N", "box", "design", "neighbours", "status", "rounds", "seconds", "CPU s", "gap", "peak MB",
                  "audit", "master CPU s", "pricing CPU s", "upper CPU s", "master Gflop", "free Gflop",
                  "Msimplex", "cone rows", "columns"], rows, notes=notes,
                 raw={"load": load, "commit": commit(), "runs": raw}, args=a)
@@ -205,6 +231,8 @@ def main() -> None:
     ap.add_argument("--executor", default="threads", choices=["threads", "process", "dask"])
     ap.add_argument("--jobs", type=int, default=1, help="solves side by side (one process each)")
     ap.add_argument("--name", default="growing")
+    ap.add_argument("--baseline", default=None, metavar="SRC",
+                    help="also run every instance with certdp imported from SRC (another commit's src folder)")
     ap.add_argument("--config", dest="config_items", nargs="*", default=[], metavar="KEY=VALUE",
                     help="OutputsConfig fields to change")
     a = output_args(ap).parse_args()
@@ -216,7 +244,8 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     load = [os.getloadavg()]
     raw: list[dict] = []
-    keys = [(network, n, box) for n in a.sizes for network in networks for box in a.boxes]
+    designs = [("this", None)] + ([("baseline", str(Path(a.baseline).resolve()))] if a.baseline else [])
+    keys = [(network, n, box, *d) for n in a.sizes for network in networks for box in a.boxes for d in designs]
     for r in run_all(keys, a.cap, a.gap, a.executor, config, a.jobs):
         raw.append(r)
         print(r["network"], r["n"], r["box"], {k: r.get(k) for k in ("status", "rounds", "seconds", "cpu_seconds",
