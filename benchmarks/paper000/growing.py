@@ -4,7 +4,7 @@ median, and what each part of a round costs.
 
     python -m benchmarks.paper000.growing [--networks helsinki goldcoast sydney city]
         [--sizes 1000 2000] [--boxes 0 1 2] [--cap 600] [--executor threads] [--heldout]
-        [--jobs 1] [--name growing] [--config KEY=VALUE ...] [--baseline SRC]
+        [--jobs 1] [--name growing] [--config KEY=VALUE ...] [--baseline SRC] [--rounds 500]
 
 Instances: :func:`certdp.experiments.instances.growing` (about (N - 1) / 48 neighbours a
 record, eta 2 km where the network allows it, epsilon x the median neighbour distance = 1,
@@ -64,7 +64,7 @@ def parse_config(items: list[str]):
 
 
 def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config, conn,
-           src: str | None = None) -> None:
+           src: str | None = None, rounds: int = 500) -> None:
     import resource
     import sys
 
@@ -83,7 +83,8 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
         build = time.perf_counter() - t0
         i, _ = space.neighbor_pairs
         cpu0 = time.process_time()
-        res = solve(space, "outputs", gap=gap, time_limit=cap, executor=executor, config=config)
+        res = solve(space, "outputs", gap=gap, time_limit=cap, executor=executor, config=config,
+                    max_iterations=rounds)
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         h = res.history
         out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
@@ -107,7 +108,7 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
         conn.send({"status": f"error: {type(exc).__name__}: {exc}"})
 
 
-def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jobs: int):
+def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jobs: int, rounds: int = 500):
     """Yield each run's record as it ends, ``jobs`` solves at a time (one process each); a key
     is ``(network, N, box, design, src)``."""
     import multiprocessing as mp
@@ -120,7 +121,7 @@ def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jo
             network, n, box, design, src = todo.pop(0)
             print(f"{network} N={n} box {box} {design} ...", flush=True)
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send, src))
+            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send, src, rounds))
             proc.start()
             send.close()   # the child holds the only writing end: its death reads as the end of the pipe
             live[recv] = (proc, network, n, box, design, time.monotonic())
@@ -227,6 +228,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
     ap.add_argument("--boxes", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--cap", type=float, default=600.0)
+    ap.add_argument("--rounds", type=int, default=500, help="round limit (the same work for every design)")
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--executor", default="threads", choices=["threads", "process", "dask"])
     ap.add_argument("--jobs", type=int, default=1, help="solves side by side (one process each)")
@@ -246,7 +248,7 @@ def main() -> None:
     raw: list[dict] = []
     designs = [("this", None)] + ([("baseline", str(Path(a.baseline).resolve()))] if a.baseline else [])
     keys = [(network, n, box, *d) for n in a.sizes for network in networks for box in a.boxes for d in designs]
-    for r in run_all(keys, a.cap, a.gap, a.executor, config, a.jobs):
+    for r in run_all(keys, a.cap, a.gap, a.executor, config, a.jobs, a.rounds):
         raw.append(r)
         print(r["network"], r["n"], r["box"], {k: r.get(k) for k in ("status", "rounds", "seconds", "cpu_seconds",
                                                                     "gap", "peak_mb")}, flush=True)
