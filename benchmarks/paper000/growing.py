@@ -163,6 +163,30 @@ def _summary(raw: list[dict], gap: float) -> list[list]:
     return rows
 
 
+def _per_round(raw: list[dict]) -> list[str]:
+    """What a round costs, per part: CPU seconds of the stabilised master and of pricing per
+    round (pricing's first round apart: it builds the working sets), CPU seconds per upper step,
+    and the counts that do not depend on the machine's load: the dense masters' Gflop (per
+    round, and per upper step for the free master), pricing simplex iterations per round after
+    the first, and the cone rows in the pricing models."""
+    out = ["", "Per round, by part (runs cut by the cap count the rounds they finished):", "",
+           "| network | N | design | pairs | rounds | master CPU s / round | master Gflop / round | pricing CPU s "
+           "round 1 | pricing CPU s / later round | simplex its / later round | cone rows | upper CPU s / step "
+           "| free Gflop / step | peak MB |", "|" + "---|" * 14]
+    for r in sorted((r for r in raw if r.get("history")), key=lambda r: (r["n"], r["network"], r["design"])):
+        h = r["history"]
+        rounds, later = len(h), h[1:] or h
+        steps = [x for x in h if x.get("free_master_seconds", 0.0) > 0 or x.get("upper_cpu", 0.0) > 0.01]
+        out.append("| " + " | ".join(_fmt(v) for v in [
+            r["network"], r["n"], r["design"], r["pairs"], rounds,
+            sum(x["master_cpu"] for x in h) / rounds, h[-1]["master_flops"] / 1e9 / rounds, h[0]["pricing_cpu"],
+            sum(x["pricing_cpu"] for x in later) / len(later),
+            sum(x["pricing_iterations"] for x in later) / len(later), h[-1]["pricing_rows"],
+            sum(x["upper_cpu"] for x in steps) / max(1, len(steps)), h[-1]["free_flops"] / 1e9 / max(1, len(steps)),
+            r["peak_mb"]]) + " |")
+    return out
+
+
 def _ratios(raw: list[dict]) -> list[str]:
     """This design against the baseline on each instance both finished: CPU seconds, peak
     memory and rounds as ratios (this / baseline)."""
@@ -179,7 +203,10 @@ def _ratios(raw: list[dict]) -> list[str]:
     return out
 
 
-def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: str) -> None:
+def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: str,
+          solved_by: str | None = None) -> None:
+    """Write the tables; ``solved_by`` is the commit of the runs (the checkout's by default)."""
+    solved_by = solved_by or commit()
     rows = []
     for r in raw:
         if "seconds" not in r:
@@ -190,7 +217,7 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
                      *(r[f"{p}_cpu"] for p in PARTS), r["master_flops"] / 1e9, r["free_flops"] / 1e9,
                      r["pricing_iterations"] / 1e6, r["pricing_rows"], r["columns"]])
     summary = _summary(raw, a.gap)
-    notes = [f"commit {commit()}; started {started}; load average (1, 5, 15 min) at start "
+    notes = [f"commit {solved_by}; started {started}; load average (1, 5, 15 min) at start "
              f"{', '.join(f'{x:.2f}' for x in load[0])}" + (f", at the end {', '.join(f'{x:.2f}' for x in load[-1])}"
                                                             if len(load) > 1 else ""),
              f"cap {a.cap:g} s per solve; stop at a {a.gap:g} certified gap; pricing on {a.executor}"
@@ -205,12 +232,12 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
              "| worst rounds | worst gap | worst peak MB | at the gap | all audited |",
              "|" + "---|" * 15]
     notes += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in summary]
-    notes += _ratios(raw)
+    notes += _per_round(raw) + _ratios(raw)
     write_table(a.name, "Outputs decomposition on road networks at growing density (K = 100, 1% gap)",
                 ["network", "N", "box", "design", "neighbours", "status", "rounds", "seconds", "CPU s", "gap", "peak MB",
                  "audit", "master CPU s", "pricing CPU s", "upper CPU s", "master Gflop", "free Gflop",
                  "Msimplex", "cone rows", "columns"], rows, notes=notes,
-                raw={"load": load, "commit": commit(), "runs": raw}, args=a)
+                raw={"load": load, "commit": solved_by, "runs": raw}, args=a)
 
 
 def _fmt(v) -> str:
@@ -223,6 +250,8 @@ def main() -> None:
     from certdp.experiments.instances import NETWORKS, heldout_networks
 
     ap = argparse.ArgumentParser()
+    ap.add_argument("--tables-from", default=None, metavar="JSON",
+                    help="write the tables again from a results file's runs (nothing is solved)")
     ap.add_argument("--networks", nargs="+", default=list(NETWORKS))
     ap.add_argument("--heldout", action="store_true", help="run the held-out networks instead (confirm only)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
@@ -239,6 +268,13 @@ def main() -> None:
                     help="OutputsConfig fields to change")
     a = output_args(ap).parse_args()
     config = parse_config(a.config_items)
+    if a.tables_from:
+        import json
+
+        saved = json.loads(Path(a.tables_from).read_text())
+        runs = [{"design": "this", **r} for r in saved["runs"]]
+        table(runs, a, saved["load"], "as recorded", saved["commit"])
+        return
     networks = heldout_networks() if a.heldout else a.networks
     if a.heldout and not networks:
         print("no held-out networks ($CERTDP_HELDOUT/roads is unset or empty): nothing to run")
