@@ -86,7 +86,8 @@ def test_losses_on_a_hand_computed_example(tmp_path):
 
 def third_party_file(path, matrix, epsilon=1.0, **extra):
     """A mechanism file written with numpy alone: two records 1 km apart on a line."""
-    arrays = dict(matrix=np.asarray(matrix, dtype=float), epsilon=np.float64(epsilon), eta=np.float64(1.5),
+    arrays = dict(format=np.array("certdp-mechanism/2"), matrix=np.asarray(matrix, dtype=float),
+                  epsilon=np.float64(epsilon), eta=np.float64(1.5),
                   metric=np.array("euclidean"), points=np.array([[0.0], [1.0]]), edges=EDGE, edge_distance=D1)
     arrays.update(extra)
     np.savez(path, **{k: v for k, v in arrays.items() if v is not None})

@@ -122,6 +122,22 @@ class Geometry:
     points: np.ndarray | None = None
     distance_matrix: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eta", V.positive_float("eta", self.eta, allow_inf=True))
+        V.choice("metric", self.metric, METRICS)
+        if self.metric == "precomputed":
+            if self.distance_matrix is None:
+                raise ValueError("distance_matrix is required when metric='precomputed'")
+            arr, other = check_distance_matrix(self.distance_matrix), "points"
+        else:
+            if self.points is None:
+                raise ValueError(f"points are required when metric={self.metric!r}")
+            arr, other = V.finite_array("points", self.points, ndim=2), "distance_matrix"
+        arr = np.array(arr, dtype=np.float64, copy=True)
+        arr.setflags(write=False)       # the facts a certified guarantee rests on do not change
+        object.__setattr__(self, "distance_matrix" if self.metric == "precomputed" else "points", arr)
+        object.__setattr__(self, other, None)
+
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """The protected pairs and their distances (:func:`neighbor_pairs`)."""
         return neighbor_pairs(self.eta, self.metric, points=self.points, distance_matrix=self.distance_matrix)
@@ -200,7 +216,7 @@ class Space:
                     raise ValueError("haversine points must be (lat, lon) in degrees: |lat| <= 90, |lon| <= 180")
             object.__setattr__(self, "points", pts)
         if self.output_records is not None:
-            out = np.asarray(self.output_records, dtype=np.int64)
+            out = V.int_array("output_records", self.output_records, ndim=1)
             if out.shape != (k,):
                 raise ValueError(f"output_records must have K={k} entries, got shape {out.shape}")
             if out.size and (out.min() < 0 or out.max() >= n):

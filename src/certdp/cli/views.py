@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .. import _validate as V
 from .._io import load_json, write_json
-from .common import Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
+from .common import Live, OutputPath, PathArg, err, fmt, friendly_errors, main, out, resolve_seed
 
 
 @main.group()
@@ -105,7 +105,7 @@ def _with_table_options(f):
                    "view answers queries over at most this many columns)")
 @click.option("--seed", type=int, default=None,
               help="reproducible noise, for experiments only (default: OpenDP's secure samplers)")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), required=True,
+@click.option("--out", "out_path", type=OutputPath(".json"), required=True,
               help="view file (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
@@ -120,7 +120,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
         if seed is not None:
             V.int_in_range("--seed", seed, 0)
         V.int_in_range("--query-columns", query_columns, 1)
-        target = check_output_path(out_path, ".json")
+        target = out_path
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
         t0 = time.perf_counter()
         with Live(f"{method} view", quiet=quiet):
@@ -168,7 +168,7 @@ def view_query(view_file, queries, as_json) -> None:
 @click.option("--query-columns", type=int, default=2, show_default=True, help="columns each query restricts")
 @click.option("--reps", type=int, default=10, show_default=True, help="repetitions per method")
 @click.option("--seed", type=int, default=None, help="seed for workload and noise (default: drawn and recorded)")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=OutputPath(".json"), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
@@ -182,7 +182,7 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
         V.int_in_range("--queries", queries, 1)
         V.int_in_range("--query-columns", query_columns, 1)
         seed = resolve_seed(seed)
-        target = check_output_path(out_path, ".json")
+        target = out_path
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
         with Live(f"comparing {', '.join(names_)}", quiet=quiet):
             rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed)
