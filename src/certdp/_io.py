@@ -79,8 +79,9 @@ def output_path(path: str | Path, suffix: str = "", *, what: str = "--out") -> P
     p = given if not suffix or given.name.endswith(suffix) else given.with_name(given.name + suffix)
     long = [part for part in p.parts if len(os.fsencode(part)) > NAME_MAX]
     if long:
-        raise OutputError(f"{what}: the name {long[0][:40]}... is {len(os.fsencode(long[0]))} bytes long; "
-                          f"a part of a path may have at most {NAME_MAX} bytes")
+        raise OutputError(f"{what}: the name {long[0][:40]}... is {len(os.fsencode(long[0]))} bytes long"
+                          + (f" with its suffix {suffix}" if p is not given and long[0] == p.name else "")
+                          + f"; a part of a path may have at most {NAME_MAX} bytes")
     try:
         _refuse_non_file(given, what)
         _refuse_non_file(p, what)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .. import _validate as V
 from .._io import load_json, write_json
+from .._optional import require
 from .common import Live, OutputPath, PathArg, err, fmt, friendly_errors, main, out, resolve_seed
 
 
@@ -37,6 +38,8 @@ def _load_tensor(table: str, columns: str, domains_file: str | None, names: str 
         doms.update(adult.domains(names_file))
         frame = adult.read(table)
     else:
+        if Path(table).suffix in (".parquet", ".pq"):     # pandas reads Parquet through an optional engine
+            require(("pyarrow", "fastparquet"), "parquet", f"reading the Parquet table {table}")
         frame = read_table(table, col_names)
     if domains_file:
         try:
