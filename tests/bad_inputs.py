@@ -53,7 +53,7 @@ SOLVE = [
     c(["solve", "--dataset", "grid:1x1", "--epsilon", "1", "--eta", "1"], "two cells"),
     c(["solve", "--dataset", "gaussian:10", "--epsilon", "1", "--eta", "1"], "gaussian:N:DIM"),
     c(["solve", "--dataset", "gaussian:ten:2", "--epsilon", "1", "--eta", "1"], "N must be an integer"),
-    c(["solve", "--dataset", "gaussian:1:2", "--epsilon", "1", "--eta", "1"], "n must be"),
+    c(["solve", "--dataset", "gaussian:1:2", "--epsilon", "1", "--eta", "1"], "N must be >= 2"),
     c(["solve", "--dataset", "gaussian:10:0", "--epsilon", "1", "--eta", "1"], "dim"),
     c(["solve", "--dataset", "road:a.csv:3", "--epsilon", "1", "--eta", "1"], "road:NODES.csv,EDGES.csv:N"),
     c(["solve", "--dataset", "road:nofile.csv,nofile2.csv:10", "--epsilon", "1", "--eta", "1"], "not found"),

@@ -13,7 +13,7 @@ import numpy as np
 R_KM = 6371.0088
 
 
-def _pairs(f) -> list[tuple[int, int, float]]:
+def protected_pairs(f) -> list[tuple[int, int, float]]:
     """Every pair (i < j) within eta, from a file or from the owner's arrays."""
     eta = float(f["eta"])
     metric = str(f["metric"])
@@ -38,7 +38,7 @@ def independent_audit(path, owner: dict | None = None) -> tuple[bool, int]:
     with np.load(path, allow_pickle=False) as f:
         Z = np.asarray(f["matrix"], dtype=np.float64)
         eps = float(f["epsilon"] if owner is None else owner["epsilon"])
-        pairs = _pairs(f if owner is None else owner)
+        pairs = protected_pairs(f if owner is None else owner)
     if Z.ndim != 2 or any(max(i, j) >= Z.shape[0] for i, j, _ in pairs):
         return False, -1
     if not (np.all(np.isfinite(Z)) and Z.min() >= 0 and Z.max() <= 1):

@@ -190,9 +190,9 @@ def _solved_file(tmp_path, eta=1.5):
 
 def _consistent_edges(arrays):
     """The pairs a forger would list so that the file agrees with its own (forged) geometry."""
-    from .independent_audit import _pairs
+    from .independent_audit import protected_pairs
 
-    pairs = _pairs(arrays)
+    pairs = protected_pairs(arrays)
     return dict(edges=np.array([(i, j) for i, j, _ in pairs], dtype=np.int64).reshape(-1, 2),
                 edge_distance=np.array([d for _, _, d in pairs], dtype=np.float64))
 

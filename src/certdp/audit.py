@@ -303,7 +303,7 @@ def read_mechanism_file(path: str | Path) -> MechanismFile:
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise MechanismFileError(f"{p} is truncated or damaged ({type(exc).__name__})") from None
     try:
-        meta = load_json(meta_text or "{}", f"{p}: 'metadata'", nonfinite=True)
+        meta = load_json("{}" if meta_text is None else meta_text, f"{p}: 'metadata'", nonfinite=True)
     except ValueError as exc:
         raise MechanismFileError(str(exc)) from None
     if not isinstance(meta, dict):

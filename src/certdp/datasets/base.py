@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _validate as V
 from ..randomness import RNGLike, as_generator
-from ..space import Space, pairwise
+from ..space import Space, check_points, pairwise
 
 COST_MODELS = ("distance", "travel")
 
@@ -115,7 +115,7 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
         seed = secrets.randbits(32)       # drawn, and recorded in the space, so the instance can be rebuilt
     gen = as_generator(seed)
     if outputs is not None:
-        out = np.asarray(outputs, dtype=np.int64)
+        out = V.int_array("outputs", outputs)
         if out.ndim != 1 or out.size == 0 or out.min() < 0 or out.max() >= n:
             raise ValueError(f"outputs must be a non-empty list of record indices in [0, {n - 1}]")
         if len(np.unique(out)) != len(out):
@@ -123,7 +123,8 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
     else:
         out = choose_outputs(n, n_outputs, gen)
     if cost == "distance":
-        c = pairwise(dataset.points, dataset.points[out], dataset.metric)
+        c = pairwise(check_points(dataset.points, dataset.metric, f"the records of {dataset.name}"),
+                     dataset.points[out], dataset.metric)
     else:
         if dataset.travel is None:
             raise ValueError(f"cost='travel' needs a road network or grid dataset; {dataset.name!r} has no travel model")
