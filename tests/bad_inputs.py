@@ -1,8 +1,9 @@
 """Bad inputs for every subcommand, and what each must produce: an exit status of 1, 2 or 3,
 a message that names the option or file (a substring), no traceback, and no file written.
 
-``python -m tests.bad_inputs [OUT.md]`` runs them all through the real command group and
-writes the table of outcomes (docs/bad-inputs.md is its output).
+``python -m tests.bad_inputs [OUT.md]`` runs them all through the real command group, then
+draws a fixed sample of each generator family of ``tests/generators.py``, and writes the
+counts by outcome class and the table of listed cases (docs/bad-inputs.md is its output).
 """
 
 from __future__ import annotations
@@ -290,6 +291,36 @@ def judge(case: Case, code: int, output: str, created: list[str]) -> str:
     return "ok"
 
 
+#: cases drawn from each generator family for docs/bad-inputs.md (the tests draw their own)
+DOCS_SAMPLE = {"CLI arguments (solve, compare, audit, perturb)": 400, "road-network CSV files": 300,
+               "embedding files (.npy + words, word2vec .bin)": 300, "mechanism files (valid files mutated)": 600}
+
+
+def generated_counts() -> tuple[list[str], int]:
+    """The markdown table of outcome classes per generator family, and the number of bad ones."""
+    from collections import Counter
+
+    from .generators import BAD, GOOD, base_bytes, sample
+
+    classes = list(GOOD) + list(BAD)
+    rows, bad, examples = [], 0, []
+    with tempfile.TemporaryDirectory() as t:
+        bases = base_bytes(Path(t))
+        for family, n in DOCS_SAMPLE.items():
+            counts: Counter[str] = Counter()
+
+            def record(case, verdict, outcome, counts=counts):
+                cls = next(c for c in classes if verdict == c or verdict.startswith(c + ":"))
+                counts[cls] += 1
+                if cls in BAD:
+                    examples.append(f"- {family}: `{' '.join(case.args)[:120]}`: {verdict[:200]}")
+            sample(family, n, bases, record)
+            bad += sum(counts[c] for c in BAD)
+            rows.append(f"| {family} | {sum(counts.values())} | " + " | ".join(str(counts[c]) for c in classes) + " |")
+    head = ["| generator family | cases | " + " | ".join(classes) + " |", "|---" * (len(classes) + 2) + "|"]
+    return head + rows + ([""] + examples if examples else []), bad
+
+
 def main(out: str | None = None) -> int:
     rows, failures = [], 0
     with tempfile.TemporaryDirectory() as t:
@@ -303,15 +334,30 @@ def main(out: str | None = None) -> int:
             shown = " ".join(case.args).replace("\x00", "\\x00")     # a NUL byte, written as Python would
             rows.append(f"| `{shown[:90]}`{' (stdin ' + repr(case.stdin)[:20] + ')' if case.stdin is not None else ''} "
                         f"| {code} | {msg} | {verdict} |")
-    text = "\n".join(["# Bad inputs and what certdp does with them", "",
-                      f"`python -m tests.bad_inputs` ran {len(CASES)} bad inputs through the real command group "
-                      f"({failures} not as expected). Each must exit with 1 (a solver limit), 2 (bad input) or 3 "
-                      "(an unverifiable file), name the option or file, show no traceback and write nothing.", "",
-                      "| command | exit | message (last line) | verdict |", "|---|---|---|---|", *rows]) + "\n"
+    generated, bad = generated_counts()
+    text = "\n".join([
+        "# Bad inputs and what certdp does with them", "",
+        "Written by `python -m tests.bad_inputs docs/bad-inputs.md` (reproducible: the generators are "
+        "derandomized, so the same cases are drawn on every run).", "",
+        "## Generated inputs", "",
+        f"The generators of `tests/generators.py` drew {sum(DOCS_SAMPLE.values())} cases ({bad} with a bad outcome). "
+        "A good outcome is a result checked independently (a mechanism file audited against the instance rebuilt "
+        "from the same options and in decimal arithmetic), one `Error:` line with exit status 2 (1 for a limit "
+        "reached or a missing extra), or the audit's own status for a file it does not pass (1 failed, 3 "
+        "unverifiable, 4 protects no pair). A bad outcome is a traceback, an error that is not one `Error:` line, "
+        "a file left behind by a failed run, a wrong result (a file passed that is not private on the owner's "
+        "pairs, or `audit`, `perturb` and `Mechanism.load` deciding differently) or another exit status. "
+        "`tests/test_generated_inputs.py` runs a fixed sample of each family by default and thousands with "
+        "`-m slow`.", "",
+        *generated, "",
+        "## Listed inputs", "",
+        f"{len(CASES)} listed bad inputs ({failures} not as expected). Each must exit with 1 (a solver limit), "
+        "2 (bad input) or 3 (an unverifiable file), name the option or file, show no traceback and write nothing.", "",
+        "| command | exit | message (last line) | verdict |", "|---|---|---|---|", *rows]) + "\n"
     print(text)
     if out:
         Path(out).write_text(text)
-    return failures
+    return failures + bad
 
 
 if __name__ == "__main__":

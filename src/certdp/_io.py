@@ -4,8 +4,8 @@ Writing. Every result certdp writes (a mechanism, a JSON report, a view, a plot)
 :func:`atomic_target`, under a name chosen by :func:`output_path`:
 
 - :func:`output_path` is the rule for a path given by the user, checked before any work: a
-  name that is empty, ends with a path separator or names an existing folder is refused (a
-  result is a file; give its name), as is an existing special file (``/dev/null``, a FIFO, a
+  name that is empty or ``-``, ends with a path separator or names an existing folder is
+  refused (a result is a file; give its name), as is an existing special file (``/dev/null``, a FIFO, a
   device: nothing is written *through* a special file, and no ``/dev/null.npz`` beside it);
   the suffix is added when the name does not end with it; every part of the name must fit
   the file system (255 bytes), and a file must be creatable in the nearest existing folder
@@ -71,6 +71,8 @@ def output_path(path: str | Path, suffix: str = "", *, what: str = "--out") -> P
         raw = os.fsdecode(raw)
     if not raw.strip():
         raise OutputError(f"{what}: empty path; give a file name")
+    if raw == "-":
+        raise OutputError(f"{what}: '-' (standard output) cannot take this result; give a file name")
     if "\x00" in raw:
         raise OutputError(f"{what}: a path cannot contain a NUL byte")
     given = Path(raw)

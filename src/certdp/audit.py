@@ -79,7 +79,7 @@ import numpy as np
 from . import _validate as V
 from ._io import load_json
 from .measures import expected_loss, quantile_loss, worst_case_loss
-from .space import Space, check_distance_matrix, neighbor_pairs
+from .space import Space, check_distance_matrix, check_points, neighbor_pairs
 
 ROW_SUM_TOL = 1e-9
 
@@ -344,13 +344,13 @@ def _geometry_problems(f: MechanismFile) -> list[str]:
             if D.shape != (n, n):
                 problems.append(f"its distance_matrix is {D.shape}, not ({n}, {n})")
     else:
-        P = f.points
-        assert P is not None
-        if P.shape[0] != n or not np.all(np.isfinite(P)):
-            problems.append(f"its points must be ({n}, dim) and finite, got shape {P.shape}")
-        elif f.metric == "haversine" and (P.shape[1] != 2 or np.any(np.abs(P[:, 0]) > 90)
-                                          or np.any(np.abs(P[:, 1]) > 180)):
-            problems.append("its haversine points must be (lat, lon) in degrees")
+        try:
+            P = check_points(f.points, str(f.metric), "its points")
+        except (ValueError, TypeError) as exc:
+            problems.append(str(exc))
+        else:
+            if P.shape[0] != n:
+                problems.append(f"its points must be ({n}, dim), got shape {P.shape}")
     out = f.output_records
     if out is not None and not np.all(out == -1):
         if out.shape != (k,) or out.min() < 0 or out.max() >= n or len(np.unique(out)) != k:
