@@ -70,20 +70,18 @@ class Mechanism:
                  *, geometry: Geometry | None = None, output_records: np.ndarray | None = None,
                  cost: np.ndarray | None = None, prior: np.ndarray | None = None,
                  metadata: Mapping[str, Any] | None = None) -> None:
+        self._certify(matrix, epsilon, edges, edge_distance, geometry, output_records, cost, prior, metadata, None)
+
+    def _certify(self, matrix: Any, epsilon: Any, edges: Any, edge_distance: Any, geometry: Geometry | None,
+                 output_records: Any, cost: Any, prior: Any, metadata: Mapping[str, Any] | None,
+                 audited: VerifyReport | None) -> None:
+        """Check and freeze every field; ``audited``: the passed exact check that
+        :meth:`load`'s audit already ran on these very arrays and pairs (else it runs here)."""
         Z = _read_only(V.real_array("matrix", matrix, ndim=2))
         eps = V.positive_float("epsilon", epsilon)
         n, k = Z.shape
         E = _read_only(V.int_array("edges", edges).reshape(-1, 2))
         d = _read_only(V.real_array("edge_distance", edge_distance, ndim=1))
-        rep = verify(Z, eps, E, d)
-        if not rep.passed:
-            raise UnverifiedMechanismError(
-                f"matrix fails exact {eps}-mDP: {rep.violations} violated inequalities, "
-                f"max row-sum error {rep.max_row_error:.3g}, min entry {rep.min_entry:.3g}")
-        if geometry is not None:
-            problems = pair_list_problems(n, (E, d), geometry.pairs(), "its geometry")
-            if problems:
-                raise UnverifiedMechanismError("the pairs do not match the geometry: " + "; ".join(problems))
         if output_records is not None:
             output_records = _read_only(V.int_array("output_records", output_records, ndim=1, lo=0, hi=n - 1))
             if output_records.shape != (k,):
@@ -96,6 +94,15 @@ class Mechanism:
             prior = _read_only(V.finite_array("prior", prior, ndim=1, nonneg=True))
             if prior.shape != (n,):
                 raise ValueError(f"prior must have one entry per record ({n}), got shape {prior.shape}")
+        rep = audited if audited is not None else verify(Z, eps, E, d)
+        if not rep.passed:
+            raise UnverifiedMechanismError(
+                f"matrix fails exact {eps}-mDP: {rep.violations} violated inequalities, "
+                f"max row-sum error {rep.max_row_error:.3g}, min entry {rep.min_entry:.3g}")
+        if geometry is not None and audited is None:
+            problems = pair_list_problems(n, (E, d), geometry.pairs(), "its geometry")
+            if problems:
+                raise UnverifiedMechanismError("the pairs do not match the geometry: " + "; ".join(problems))
         for name, value in (("_matrix", Z), ("epsilon", eps), ("edges", E), ("edge_distance", d),
                             ("geometry", geometry), ("output_records", output_records), ("cost", cost),
                             ("prior", prior), ("metadata", MappingProxyType(copy.deepcopy(dict(metadata or {})))),
@@ -219,8 +226,9 @@ class Mechanism:
             raise UnverifiedMechanismError(rep.summary())
         g = Geometry(float(f.eta), str(f.metric), f.points, f.distance_matrix)  # type: ignore[arg-type]
         out = None if f.output_records is None or np.all(f.output_records == -1) else f.output_records
-        return cls(f.matrix, float(f.epsilon), pairs[0], pairs[1], geometry=g, output_records=out,
-                   cost=f.cost, prior=f.prior, metadata=f.metadata)
+        mech = cls.__new__(cls)
+        mech._certify(f.matrix, f.epsilon, pairs[0], pairs[1], g, out, f.cost, f.prior, f.metadata, rep.verify)
+        return mech
 
     def __repr__(self) -> str:
         return (f"Mechanism(N={self.n_records}, K={self.n_outputs}, epsilon={self.epsilon:g}, "
