@@ -103,6 +103,13 @@ SOLVE = [
     c(G + ["--method", "spanner", "--delta", "nan"], "delta"),
     c(G + ["--method", "madlib", "--draws", "0"], "draws"),
     c(G + ["--method", "laplace", "--draws", "-5"], "draws"),
+    c(G + ["--method", "madlib", "--draws", "100000000000000000000"], "--draws"),
+    c(G + ["--method", "madlib", "--draws", "4000000000"], "GB of memory"),
+    c(G + ["--epsilon", "1e-300"], "--epsilon"),
+    c(G + ["--out", "/dev/null"], "special file", note="once wrote /dev/null.npz"),
+    c(G + ["--out", "sub/"], "folder", note="once wrote sub.npz"),
+    c(G + ["--out", "x" * 300], "255 bytes"),
+    c(G + ["--out", "-"], "standard output"),
     c(G + ["--seed", "-1"], "--seed"),
     c(G + ["--seed", "1.5"], "--seed"),
     c(G + ["--out", "."], "folder"),
@@ -139,6 +146,21 @@ FILES = [
     c(["audit", "tampered.npz"], "missing from its stored edges", code=1),
     c(["audit", "inflated.npz"], "stored edge distances differ", code=1),
     c(["audit", "negprior.npz"], "prior", code=1),
+    c(["audit", "forged.npz"], "not pairs within eta", code=1,
+      note="issue 50: the identity over a precomputed 1e300 matrix without points; its 20 listed pairs are not found"),
+    c(["audit", "forged_nopairs.npz"], "protects no pair", code=4, note="the same, its pair list dropped"),
+    c(["audit", "nopairs.npz"], "protects no pair", code=4, note="solved at eta 0.5: no two cells within eta"),
+    c(["audit", "forged_nopairs.npz", "--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.5"],
+      "differs from the owner's data", code=1),
+    c(["audit", "mech.npz", "--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.2"], "differs from the owner's data",
+      code=1, note="the owner's eta is not the file's"),
+    c(["audit", "mech.npz", "--epsilon", "1"], "need --dataset"),
+    c(["audit", "mech.npz", "--dataset", "grid:3x3"], "--epsilon and --eta"),
+    c(["audit", "othertag.npz"], "not a certdp-mechanism/2"),
+    c(["audit", "floatedges.npz"], "'edges' must hold integers"),
+    c(["audit", "complex.npz"], "complex"),
+    c(["perturb", "forged.npz"], "fails its audit", stdin="0\n"),
+    c(["perturb", "forged_nopairs.npz"], "protects no pair", stdin="0\n"),
     c(["audit", "mech.npz", "--q", "1.5"], "q must"),
     c(["audit", "mech.npz", "--q", "0"], "q must"),
     c(["perturb", "nofile.npz"], "not found", stdin="0\n"),
@@ -247,7 +269,17 @@ def make_files(d: Path) -> None:
     np.savez(d / "flat.npz", matrix=np.ones(3), epsilon=np.float64(1.0))
     with np.load(d / "mech.npz") as f:
         arrays = {k: f[k] for k in f.files}
+    D = np.full((9, 9), 1e300)
+    np.fill_diagonal(D, 0.0)
+    forged = {**{k: v for k, v in arrays.items() if k != "points"}, "matrix": np.eye(9),
+              "metric": np.array("precomputed"), "distance_matrix": D}
+    np.savez(d / "forged.npz", **forged)
+    np.savez(d / "forged_nopairs.npz", **{k: v for k, v in forged.items() if k not in ("edges", "edge_distance")})
+    solve(build_space(parse_dataset("grid:3x3"), epsilon=1.0, eta=0.5, seed=1)).mechanism.save(d / "nopairs.npz")
     variants = {"naneps": {"epsilon": np.float64(np.nan)}, "manhattan": {"metric": np.array("manhattan")},
+                "othertag": {"format": np.array("certdp-mechanism/3")},
+                "floatedges": {"edges": arrays["edges"].astype(float)},
+                "complex": {"matrix": arrays["matrix"] + 0j},
                 "tampered": {"edges": np.zeros((0, 2), dtype=np.int64), "edge_distance": np.zeros(0)},
                 "inflated": {"edge_distance": arrays["edge_distance"] * 1000},
                 "negprior": {"prior": -arrays["prior"]}}
