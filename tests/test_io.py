@@ -160,3 +160,25 @@ def test_a_mechanism_saved_from_python_follows_the_same_rule(tmp_path):
     assert not Path("/dev/null.npz").exists() and not Path(str(tmp_path) + ".npz").exists()
     assert m.save(tmp_path / "m") == tmp_path / "m.npz"
     assert np.load(tmp_path / "m.npz")["matrix"].shape == (6, 6)
+
+
+READERS = {   # a command reading a file the user names, with {} for the name
+    "audit": ["audit", "{}"],
+    "perturb --input": ["perturb", "mech.npz", "--input", "{}"],
+    "road nodes": ["solve", "--dataset", "road:{},edges.csv:3", "--epsilon", "1", "--eta", "1"],
+    "embedding": ["solve", "--dataset", "embedding:{}:3", "--epsilon", "1", "--eta", "1"],
+}
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+@pytest.mark.parametrize("value", ["nofile", "adir", "fifo.json", "/dev/null", "x" * 300])
+def test_a_file_to_read_that_is_not_one_is_one_error(folder, reader, value):
+    """A missing file, a folder, a FIFO (which would block the read), a device or a name too
+    long: one line naming it, exit status 2 (`_io.input_file`)."""
+    from certdp import build_space, parse_dataset, solve
+
+    solve(build_space(parse_dataset("grid:2x2"), epsilon=1.0, eta=1.5, seed=0)).mechanism.save("mech.npz")
+    args = [a.replace("{}", value) for a in READERS[reader]]
+    res = CliRunner().invoke(main, args, input="0\n")
+    assert res.exit_code == 2 and res.output.startswith("Error:") and res.output.count("\n") == 1, res.output
+    assert "Traceback" not in res.output

@@ -17,8 +17,10 @@ Writing. Every result certdp writes (a mechanism, a JSON report, a view, a plot)
   file system, a name too long, a folder in the way) becomes one :class:`OutputError` naming
   the path and the reason.
 
-Reading. :func:`load_json` is the one parser of JSON that comes from outside certdp: its
-nesting depth is checked before parsing.
+Reading. :func:`input_file` and :func:`read_bytes` open a file the user names (a missing
+file, a folder, a FIFO, a name too long or an unreadable file is one ``ValueError`` naming
+it); :func:`load_json` is the one parser of JSON that comes from outside certdp: its nesting
+depth is checked before parsing.
 """
 
 from __future__ import annotations
@@ -145,6 +147,32 @@ def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
     with atomic_target(path, ".npz") as tmp:
         np.savez_compressed(tmp, **arrays)
     return Path(path)
+
+
+def input_file(path: str | Path, what: str) -> Path:
+    """``path`` as a file to read, named ``what`` in errors: ValueError when it is missing, is
+    not a regular file (a folder, a FIFO that would block, a device) or cannot be looked up
+    (a name too long, a folder that cannot be searched), instead of an ``OSError``."""
+    p = Path(path)
+    try:
+        if p.is_file():
+            return p
+        exists = p.exists()
+    except (OSError, ValueError) as exc:
+        reason = _reason(exc) if isinstance(exc, OSError) else "a path cannot contain a NUL byte"
+        raise ValueError(f"{what} {str(p)[:80]}: {reason}") from None
+    if not exists:
+        raise ValueError(f"{what} not found: {p}")
+    raise ValueError(f"{what} {p} is not a regular file (a folder, FIFO or device)")
+
+
+def read_bytes(path: str | Path, what: str) -> bytes:
+    """The bytes of the file ``path`` (:func:`input_file`), a read error as one ValueError."""
+    p = input_file(path, what)
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} {p}: {_reason(exc)}") from None
 
 
 MAX_JSON_DEPTH = 32

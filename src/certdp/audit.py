@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 
 from . import _validate as V
-from ._io import load_json
+from ._io import input_file, load_json
 from .measures import expected_loss, quantile_loss, worst_case_loss
 from .space import Space, check_distance_matrix, check_points, neighbor_pairs
 
@@ -272,9 +272,10 @@ def read_mechanism_file(path: str | Path) -> MechanismFile:
     """Read a mechanism ``.npz`` without pickle; :class:`MechanismFileError` with a clear
     reason when it cannot be read as one (its format tag names another format, or an array
     is of the wrong kind: a float array of indices, a complex or string matrix...)."""
-    p = Path(path)
-    if not p.is_file():
-        raise MechanismFileError(f"mechanism file not found: {p}")
+    try:
+        p = input_file(path, "mechanism file")
+    except ValueError as exc:
+        raise MechanismFileError(str(exc)) from None
     if p.stat().st_size == 0:
         raise MechanismFileError(f"{p} is empty (0 bytes), not a mechanism file")
     try:
@@ -550,7 +551,9 @@ def audit_with_pairs(f: MechanismFile, *, q: float = 0.95, space: Space | None =
     cost, prior = (f.cost, f.prior) if space is None else (space.cost, space.prior)
     if cost is not None and not _loss_problems(f) and cost.shape == (n, k):
         pr = prior if prior is not None else np.full(n, 1.0 / n)
-        el, wl, ql = expected_loss(f.matrix, cost, pr), worst_case_loss(f.matrix, cost), quantile_loss(f.matrix, cost, q)
+        with np.errstate(over="ignore", invalid="ignore"):      # costs near 1e308 give inf or nan losses, reported as such
+            el, wl, ql = (expected_loss(f.matrix, cost, pr), worst_case_loss(f.matrix, cost),
+                          quantile_loss(f.matrix, cost, q))
     status = "failed" if problems else ("no_pairs" if len(E) == 0 and not allow_no_pairs else "passed")
     if status == "no_pairs":
         problems = [f"it protects no pair: no two of its {n} records are within eta={f.eta:g} of each other in "

@@ -15,7 +15,6 @@ checked before any work."""
 from __future__ import annotations
 
 import math
-import os
 import secrets
 import sys
 import threading
@@ -158,12 +157,15 @@ def _one_line(exc: BaseException) -> str:
 
 @contextmanager
 def friendly_errors() -> Iterator[None]:
-    """Turn bad input into a one-line error (exit 2), a solver limit or a missing extra into a
-    one-line failure (exit 1), and Ctrl-C into exit 130, never a traceback."""
+    """Turn bad input (and a file system error) into a one-line error (exit 2), a solver limit
+    or a missing extra into a one-line failure (exit 1), and Ctrl-C into exit 130, never a
+    traceback."""
     try:
         yield
     except (ValueError, TypeError, MechanismFileError) as exc:
         raise BadInput(_one_line(exc)) from None
+    except OSError as exc:          # a file system error no reader turned into a message of its own
+        raise BadInput(_one_line(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")) from None
     except (SolverLimitError, MissingExtraError) as exc:
         raise click.ClickException(_one_line(exc)) from None
     except MemoryError:
@@ -234,14 +236,18 @@ class Live:
 
 # ------------------------------------------------------------------- files and seeds
 class PathArg(click.Path):
-    """``click.Path`` for every path option and argument: a NUL byte, which the operating
-    system cannot take (``os.stat`` raises on it inside click's own check), is a usage error
-    like any other bad path instead of an exception."""
+    """``click.Path`` for every path option and argument that is read: a NUL byte, which the
+    operating system cannot take, and any ``OSError`` of click's own check (a name too long, a
+    folder that cannot be searched) are usage errors like any other bad path instead of
+    exceptions."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if (isinstance(value, str) and "\x00" in value) or (isinstance(value, bytes) and b"\x00" in value):
             self.fail("a path cannot contain a NUL byte", param, ctx)
-        return super().convert(value, param, ctx)
+        try:
+            return super().convert(value, param, ctx)
+        except OSError as exc:
+            self.fail(f"{str(value)[:60]!r}: {(exc.strerror or type(exc).__name__)}", param, ctx)
 
 
 class OutputPath(click.ParamType):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -13,6 +12,7 @@ import numpy as np
 from rich.table import Table
 
 from .. import _validate as V
+from .._io import read_bytes
 from ..audit import AuditReport, audit_with_pairs, read_mechanism_file
 from ..mechanism import Mechanism
 from .common import PathArg, fmt, friendly_errors, main, out, owner_options, owner_space
@@ -83,13 +83,10 @@ def perturb(file: str, input_path: str, seed: int | None, **owner: Any) -> None:
         if input_path == "-":
             text = sys.stdin.read()
         else:
-            p = Path(input_path)
-            if not p.is_file():
-                raise ValueError(f"--input: file not found: {p}")
             try:
-                text = p.read_text()
+                text = read_bytes(input_path, "--input").decode("utf-8")
             except UnicodeDecodeError:
-                raise ValueError(f"--input: {p} is not a text (CSV) file") from None
+                raise ValueError(f"--input: {input_path} is not a text (CSV) file") from None
         records = parse_records(text, mech.n_records)
         outs = mech.perturb(records, rng=seed)
     w = csv.writer(sys.stdout, lineterminator="\n")

@@ -13,7 +13,7 @@ from rich.table import Table
 from .. import _validate as V
 from .._io import write_json
 from .common import (
-    Live, OutputPath, PathArg, alias_value, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
+    Live, OutputPath, alias_value, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
 )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _validate as V
+from .._io import input_file, read_bytes
 from ..randomness import RNGLike, as_generator
 from .base import Dataset
 
@@ -18,9 +19,7 @@ def read_word2vec_bin(path: str | Path, limit: int | None = None) -> tuple[list[
     Returns the words and a (count, dim) float64 array. ``limit`` keeps only the first words.
     """
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"word2vec file not found: {p}")
-    data = _read_bytes(p)
+    data = read_bytes(p, "word2vec file")
     nl = data.find(b"\n")
     try:
         count, dim = (int(x) for x in data[:nl].split())
@@ -49,20 +48,11 @@ def read_word2vec_bin(path: str | Path, limit: int | None = None) -> tuple[list[
     return words, vecs.astype(np.float64)
 
 
-def _read_bytes(p: Path) -> bytes:
-    try:
-        return p.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read {p}: {exc.strerror or exc}") from None
-
-
 def read_npy_words(npy: str | Path, words: str | Path | None = None) -> tuple[list[str], np.ndarray]:
     """Read an embedding matrix from ``.npy`` (real numbers: complex, boolean, string or object
     arrays are refused, never converted) and its words (one per line, UTF-8) from ``words``
     (default: the same path with ``.txt``)."""
-    p = Path(npy)
-    if not p.is_file():
-        raise ValueError(f"embedding file not found: {p}")
+    p = input_file(npy, "embedding file")
     try:
         raw = np.load(p, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
@@ -74,9 +64,9 @@ def read_npy_words(npy: str | Path, words: str | Path | None = None) -> tuple[li
     if vecs.ndim != 2:
         raise ValueError(f"{p} must hold a 2-D (words x dim) array, got shape {vecs.shape}")
     wp = Path(words) if words is not None else p.with_suffix(".txt")
-    if wp.is_file():
+    if words is not None or wp.exists():
         try:
-            wl = _read_bytes(wp).decode("utf-8").splitlines()
+            wl = read_bytes(wp, "word list").decode("utf-8").splitlines()
         except UnicodeDecodeError as exc:
             raise ValueError(f"word list {wp} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if len(wl) != len(vecs):

@@ -16,6 +16,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from .. import _validate as V
+from .._io import input_file
 from ..randomness import RNGLike, as_generator
 from .base import Dataset
 
@@ -43,15 +44,15 @@ class RoadNetwork:
 
 def _read_csv(path: str | Path, columns: tuple[str, ...], what: str) -> pd.DataFrame:
     import pandas as pd   # imported here: only road networks read CSV files this way
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"{what} file not found: {p}")
+    p = input_file(path, f"{what} file")
     try:
         df = pd.read_csv(p)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{what} file {p} is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ValueError(f"{what} file {p} is not a valid CSV: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} file {p}: {exc.strerror or exc}") from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ValueError(f"{what} file {p} must have columns {','.join(columns)}; missing {missing}")
