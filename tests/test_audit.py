@@ -219,7 +219,7 @@ OWNER = ["--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.5"]
 @pytest.mark.parametrize("edges", ["kept", "dropped", "made consistent"])
 def test_a_forged_file_fails_the_owners_audit_and_never_passes_as_it_was(tmp_path, name, edges):
     """From the file alone a forgery fails (its listed pairs are not found), protects no pair
-    (exit 4), or passes only for the weaker claim it now states; against the owner's data it
+    (exit 4), or passes only for the weaker claim it states; against the owner's data it
     fails, and ``perturb`` and ``Mechanism.load`` refuse what the audit does not pass."""
     from click.testing import CliRunner
 
@@ -312,9 +312,9 @@ def test_the_format_tag_is_checked(tmp_path, tag, status):
 
 
 @pytest.mark.parametrize("field,value", [
-    ("edges", lambda a: a["edges"].astype(float) + 0.4),          # once truncated to the same pairs
+    ("edges", lambda a: a["edges"].astype(float) + 0.4),          # truncated, they would be the same pairs
     ("output_records", lambda a: a["output_records"].astype(float)),
-    ("matrix", lambda a: a["matrix"] + 1e-3j),                    # once lost its imaginary part
+    ("matrix", lambda a: a["matrix"] + 1e-3j),                    # cast, it would lose its imaginary part
     ("points", lambda a: a["points"].astype(complex)),
     ("epsilon", lambda a: np.array("1.0")),
     ("metric", lambda a: np.array(1.0)),
