@@ -138,7 +138,7 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
         c = travel_cost(pd, pd[out])
     if prior is None:
         prior = np.full(n, 1.0 / n)
-    return Space(cost=c, prior=np.asarray(prior, dtype=np.float64), epsilon=epsilon, eta=eta,
+    return Space(cost=c, prior=prior, epsilon=epsilon, eta=eta,
                  metric=dataset.metric, points=dataset.points, output_records=out,
                  labels=dataset.labels, name=dataset.name, unit=dataset.unit,
                  seed=int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None)
