@@ -1,4 +1,4 @@
-"""Bad inputs for every subcommand, and what each must produce: an exit status of 1, 2 or 3,
+"""Bad inputs for every subcommand, and what each must produce: an exit status of 1 to 4,
 a message that names the option or file (a substring), no traceback, and no file written.
 
 ``python -m tests.bad_inputs [OUT.md]`` runs them all through the real command group, then
@@ -391,8 +391,9 @@ def main(out: str | None = None) -> int:
         "`-m slow`.", "",
         *generated, "",
         "## Listed inputs", "",
-        f"{len(CASES)} listed bad inputs ({failures} not as expected). Each must exit with 1 (a solver limit), "
-        "2 (bad input) or 3 (an unverifiable file), name the option or file, show no traceback and write nothing.", "",
+        f"{len(CASES)} listed bad inputs ({failures} not as expected). Each must exit with 1 (a solver limit or a "
+        "file that fails its audit), 2 (bad input), 3 (an unverifiable file) or 4 (a file that protects no pair), "
+        "name the option or file, show no traceback and write nothing.", "",
         "| command | exit | message (last line) | verdict |", "|---|---|---|---|", *rows]) + "\n"
     print(text)
     if out:
