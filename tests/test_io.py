@@ -33,7 +33,10 @@ BASE = {
     "view compare": ["view", "compare", "table.csv", "--columns", "a", "--domains", "domains.json", "--reps", "1",
                      "--queries", "10", "--methods", "identity", "--quiet"],
     "demo": ["demo", "--rows", "2", "--cols", "3"],
+    "sanitize": ["sanitize", "--embeddings", "vec.npy", "--epsilon", "1", "--vocabulary", "4", "--method", "expmech",
+                 "--quiet"],
 }
+OUT = {"sanitize": "--save"}    # the option naming the file a command writes, when it is not --out
 
 
 def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
@@ -58,9 +61,10 @@ def test_every_output_option_uses_the_one_writer_and_every_number_option_is_boun
                 assert isinstance(p.type, Integer), (name, p.name)
             if isinstance(p.type, click.types.FloatParamType):
                 assert isinstance(p.type, Real), (name, p.name)
-            if p.name in ("out_path", "target", "out_dir", "plot_dir", "out_dir_old") or "--out" in p.opts:
-                assert isinstance(p.type, (OutputPath, OutputFolder)), (name, p.name)
+            if isinstance(p.type, (OutputPath, OutputFolder)):
                 writers.add(name)
+            elif {"--out", "--save", "--plot", "--out-dir"} & set(p.opts):
+                raise AssertionError(f"{name} {p.opts[0]} writes a file without the one writer's option type")
     assert writers == set(BASE)
 
 
@@ -68,6 +72,8 @@ def test_every_output_option_uses_the_one_writer_and_every_number_option_is_boun
 def folder(tmp_path, monkeypatch):
     (tmp_path / "table.csv").write_text("a,b\n" + "".join(f"{i % 5},{i % 3}\n" for i in range(60)))
     (tmp_path / "domains.json").write_text('{"a": {"values": [0, 1, 2, 3, 4]}}')
+    np.save(tmp_path / "vec.npy", np.random.default_rng(0).normal(size=(6, 2)))
+    (tmp_path / "vec.txt").write_text("a\nb\nc\nd\ne\nf\n")
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("x")
     os.mkfifo(tmp_path / "fifo.json")
@@ -95,9 +101,9 @@ def test_an_output_that_cannot_be_a_file_is_one_error_before_any_work(folder, co
     if value.startswith("/sys") and os.access("/sys", os.W_OK) and os.geteuid() != 0:
         pytest.skip("/sys is writable here")
     before = sorted(p.name for p in folder.iterdir())
-    res = CliRunner().invoke(main, [*BASE[command], "--out", value])
+    res = CliRunner().invoke(main, [*BASE[command], OUT.get(command, "--out"), value], input="a b c\n")
     assert res.exit_code == 2, res.output
-    assert res.output.startswith("Error: --out") and res.output.count("\n") == 1, res.output
+    assert res.output.startswith(f"Error: {OUT.get(command, '--out')}") and res.output.count("\n") == 1, res.output
     assert BAD_FILES[value] in res.output
     assert sorted(p.name for p in folder.iterdir()) == before
     assert not Path("/dev/null.npz").exists() and not Path("/dev/null.json").exists()

@@ -15,7 +15,8 @@ from .. import _validate as V
 from .._io import read_bytes
 from ..audit import AuditReport, audit_with_pairs, read_mechanism_file
 from ..mechanism import Mechanism
-from .common import PathArg, fmt, friendly_errors, main, out, owner_options, owner_space
+from .common import (PathArg, fmt, friendly_errors, main, note, owner_options, owner_space, print_table,
+                     table_format)
 
 
 @main.command()
@@ -23,6 +24,7 @@ from .common import PathArg, fmt, friendly_errors, main, out, owner_options, own
 @owner_options(seed=True)
 @click.option("--q", type=float, default=0.95, show_default=True, help="quantile for L_q")
 @click.option("--json", "as_json", is_flag=True)
+@table_format
 def audit(file: str, q: float, as_json: bool, **owner: Any) -> None:
     """Audit a mechanism file: recompute every protected pair, check that the file lists
     exactly those, and check exact epsilon-mDP on them; report the losses.
@@ -62,9 +64,9 @@ def _print_audit(file: str, rep: AuditReport, q: float) -> None:
     rows.append((rep.status.upper().replace("_", " "), ""))
     for k, val in rows:
         t.add_row(k, fmt(val, 6))
-    out.print(t)
+    print_table(t)
     for p in rep.problems:
-        out.print(f"- {p}")
+        note(f"- {p}")
 
 
 @main.command()
