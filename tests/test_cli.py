@@ -43,8 +43,8 @@ def test_expmech_method(tmp_path):
 
 def test_audit_exit_codes_failed_unverifiable_unreadable(tmp_path):
     p = tmp_path / "bad.npz"
-    np.savez(p, matrix=np.array([[0.99, 0.01], [0.01, 0.99]]), epsilon=np.float64(1.0), eta=np.float64(2.0),
-             metric=np.array("euclidean"), points=np.array([[0.0], [1.0]]))
+    np.savez(p, format=np.array("certdp-mechanism/2"), matrix=np.array([[0.99, 0.01], [0.01, 0.99]]),
+             epsilon=np.float64(1.0), eta=np.float64(2.0), metric=np.array("euclidean"), points=np.array([[0.0], [1.0]]))
     res = CliRunner().invoke(main, ["audit", str(p)])
     assert res.exit_code == 1 and "FAILED" in res.output
     old = tmp_path / "old.npz"
@@ -53,7 +53,7 @@ def test_audit_exit_codes_failed_unverifiable_unreadable(tmp_path):
     res = CliRunner().invoke(main, ["audit", str(old)])
     assert res.exit_code == 3 and "cannot be checked" in res.output
     res = CliRunner().invoke(main, ["perturb", str(old)], input="0\n")
-    assert res.exit_code == 2 and "unverifiable" in res.output
+    assert res.exit_code == 2 and "cannot be checked" in res.output
     empty = tmp_path / "empty.npz"
     empty.write_bytes(b"")
     res = CliRunner().invoke(main, ["audit", str(empty)])
@@ -237,8 +237,8 @@ def test_the_independent_audit_catches_what_the_old_float_check_missed(tmp_path)
     from .independent_audit import independent_audit
 
     p = tmp_path / "d.npz"
-    np.savez(p, matrix=np.eye(2), epsilon=np.float64(1.0), eta=np.float64(2000.0), metric=np.array("euclidean"),
-             points=np.array([[0.0], [2000.0]]))
+    np.savez(p, format=np.array("certdp-mechanism/2"), matrix=np.eye(2), epsilon=np.float64(1.0),
+             eta=np.float64(2000.0), metric=np.array("euclidean"), points=np.array([[0.0], [2000.0]]))
     assert independent_audit(p) == (False, 2)
     res = CliRunner().invoke(main, ["audit", str(p), "--json"])
     assert res.exit_code == 1 and json.loads(res.stdout)["verify"]["violations"] == 2

@@ -224,7 +224,7 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
             mech = res.mechanism
             assert isinstance(mech, Mechanism)
             if ds.labels is not None:
-                mech.metadata["labels"] = list(ds.labels)
+                mech = mech.with_metadata(labels=list(ds.labels))
             self.result_ = res
             points, labels = space.points, ds.labels
             cell = getattr(ds.travel, "cell", None) if ds.name.startswith("area:") else None

@@ -204,7 +204,7 @@ class TextSanitizer(TransformerMixin, BaseEstimator):
             mech = res.mechanism
             assert isinstance(mech, Mechanism)
             words = list(ds.labels or ())
-            mech.metadata["words"] = words
+            mech = mech.with_metadata(words=words)
             self.result_ = res
         self.mechanism_ = mech
         self.words_ = tuple(words)

@@ -13,8 +13,8 @@ from rich.table import Table
 from .. import _validate as V
 from .._io import write_json
 from .common import (
-    Live, PathArg, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
-    print_table, table_format)
+    Live, OutputPath, alias_value, deprecated, err, fmt, friendly_errors, main, out, print_table, resolve_seed,
+    table_format)
 
 
 def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
@@ -120,7 +120,7 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
 @click.option("--baselines", default="", help="comma list of lp,constopt,laplace,expmech to run on the same users")
 @click.option("--time-limit", type=float, default=None, help="seconds per solve")
 @click.option("--seed", type=int, default=None, help="seed for the users' locations (default: drawn and recorded)")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=OutputPath(".json"), default=None,
               help="write the report as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
@@ -150,7 +150,7 @@ def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, pape
         names = [b for b in baselines.split(",") if b]
         for b in names:
             V.choice("--baselines", b, BASELINES)
-        target = check_output_path(out_path, ".json")
+        target = out_path
         world, P, _ = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
                              table_cell, hide, quiet)
         with Live(f"LR-Geo round of {users} users", quiet=quiet) as live:

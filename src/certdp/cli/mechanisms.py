@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 import numpy as np
@@ -19,8 +19,8 @@ from ..measures import quantile_loss, uniform_loss
 from ..mechanism import Mechanism, SolveResult
 from ..solve import METHODS
 from ..solve import solve as solve_space
-from .common import (Live, PathArg, check_output_path, err, fmt, friendly_errors, main, note, out, print_table,
-                     resolve_seed, table_format)
+from .common import (Live, OutputFolder, OutputPath, err, fmt, friendly_errors, instance_options, main, note,
+                     out, print_table, resolve_seed, space_from_options, table_format)
 
 #: the command-line options that are options of the method (the others describe the instance
 #: or the output), with the name the method knows them by
@@ -78,34 +78,6 @@ def run_method(space, method: str, options: dict[str, Any], quiet: bool, live: L
         return solve_space(space, method, progress=own, **options)
 
 
-def instance_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options that describe the instance, the same in every command that builds one."""
-    opts = [
-        click.option("--dataset", required=True,
-                     help="grid:ROWSxCOLS | gaussian:N:DIM | road:NODES.csv,EDGES.csv:N | embedding:FILE:N"),
-        click.option("--cell", type=float, default=1.0, show_default=True, help="grid: cell size (km)"),
-        click.option("--outputs", "outputs", type=int, default=None,
-                     help="K outputs sampled from the records (default: all)"),
-        click.option("--epsilon", type=float, required=True, help="privacy budget per distance unit"),
-        click.option("--eta", type=float, required=True,
-                     help="neighbour threshold in distance units ('inf': every pair, as in paper 002)"),
-        click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True),
-        click.option("--seed", type=int, default=None,
-                     help="seed for the records, outputs and destinations drawn (default: drawn and recorded)"),
-        click.option("--quiet", is_flag=True, help="no progress line on stderr"),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
-                       seed: int):
-    """The problem instance described by the instance options of a command."""
-    ds = parse_dataset(dataset, cell=cell, seed=seed)
-    return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
-
-
 @main.command()
 @instance_options
 @click.option("--method", type=click.Choice(list(METHODS)), default="lp", show_default=True)
@@ -138,16 +110,16 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
                    "process or dask [serial]")
 @click.option("--scheduler", default=None,
               help="outputs, benders: address of an existing Dask scheduler (implies --executor dask)")
-@click.option("--plot", "plot_dir", type=PathArg(file_okay=False), default=None,
+@click.option("--plot", "plot_dir", type=OutputFolder(), default=None,
               help="outputs, benders: write convergence.png and (benders, 2-D data) partition.png here")
 @click.option("--no-reduce", is_flag=True, help="PMO methods: keep the implied mDP constraints")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "target", type=OutputPath(".npz"), default=None,
               help="write the mechanism (.npz added when missing)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary on stdout")
 @table_format
 @click.pass_context
 def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
-          seed: int | None, quiet: bool, method: str, plot_dir: str | None, out_path: str | None, as_json: bool,
+          seed: int | None, quiet: bool, method: str, plot_dir: Path | None, target: Path | None, as_json: bool,
           **method_params: Any) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with friendly_errors():
@@ -155,11 +127,10 @@ def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, ep
         seed = resolve_seed(seed)
         if "seed" in METHODS[method].options:
             options["seed"] = seed
-        if out_path and method in ("madlib", "laplace"):
+        if target and method in ("madlib", "laplace"):
             raise ValueError(f"--out: {method} has no exact matrix to write (its losses are Monte Carlo estimates)")
         if plot_dir and method not in ("outputs", "benders"):
             raise ValueError(f"--plot draws the rounds of outputs or benders; --method {method} has none")
-        target = check_output_path(out_path, ".npz")
         space = space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         res = run_method(space, method, options, quiet)
         summary = res.summary()
@@ -174,7 +145,7 @@ def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, ep
     _print_solve(res, summary, space, method, epsilon, eta)
 
 
-def _plots(res: SolveResult, space, plot_dir: str, method: str) -> None:
+def _plots(res: SolveResult, space, plot_dir: Path, method: str) -> None:
     from ..plots import convergence_plot, partition_map
 
     written = [convergence_plot(res.history, Path(plot_dir) / "convergence.png",
@@ -232,14 +203,14 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
 @click.option("--q", type=float, default=0.95, show_default=True,
               help="quantile of L_q (also the loss that picks constopt's lambda)")
 @click.option("--time-limit", type=float, default=None, help="seconds per method")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "target", type=OutputPath(".json"), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--json", "as_json", is_flag=True)
 @table_format
 @click.pass_context
 def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float,
             cost: str, seed: int | None, quiet: bool, methods: str, tight_delta: float, match_tight: float | None,
-            q: float, out_path: str | None, as_json: bool, **method_params: Any) -> None:
+            q: float, target: Path | None, as_json: bool, **method_params: Any) -> None:
     """Run several methods on one instance: time, LP size, epsilon_tight, L_q, losses.
 
     With --match-tight T every method is run at the epsilon where its measured epsilon_tight
@@ -261,7 +232,6 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
             raise ValueError(f"none of --methods {','.join(names)} takes {', '.join(flag_name(n) for n in unused)}")
         seed = resolve_seed(seed)
         given["seed"] = seed
-        target = check_output_path(out_path, ".json")
         space = space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         rows = []
         D = space.distance_rows()
@@ -335,18 +305,17 @@ def _print_compare(report: dict[str, Any], space, epsilon: float, eta: float, ti
 @click.option("--cols", type=int, default=12, show_default=True)
 @click.option("--epsilon", type=float, default=2.0, show_default=True, help="per km")
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--out", "out_dir", type=PathArg(file_okay=False), default="out", show_default=True,
+@click.option("--out", "out_dir", type=OutputFolder(), default="out", show_default=True,
               help="folder for the two mechanism files")
-@click.option("--out-dir", "out_dir_old", type=PathArg(file_okay=False), default=None, hidden=True,
+@click.option("--out-dir", "out_dir_old", type=OutputFolder(), default=None, hidden=True,
               help="deprecated name of --out")
 @table_format
-def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str, out_dir_old: str | None) -> None:
+def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: Path, out_dir_old: Path | None) -> None:
     """The main job on generated data: an optimal grid mechanism against ExpMech, audited."""
     with friendly_errors():
         if out_dir_old is not None:
             err.print("warning: --out-dir is deprecated; use --out")
             out_dir = out_dir_old
-        check_output_path(str(Path(out_dir) / "demo_lp.npz"))
         ds = parse_dataset(f"grid:{rows}x{cols}", cell=1.0)
         space = build_space(ds, epsilon=epsilon, eta=2.0, cost="travel", seed=resolve_seed(seed))
         out.print(f"[bold]certdp demo[/bold]: grid {rows}x{cols} of 1 km cells, {space.n_records} records, "

@@ -196,6 +196,7 @@ def estimate_noise_mechanism(space: Space, method: str = "madlib", *, draws: int
     loss_sq = np.zeros(N)
     dim = mech._pts.shape[1]
     per_block = max(1, 400_000 // max(dim, 1))
+    V.fits_in_memory(f"{draws:,} draws for each of {N:,} records", 8.0 * N * draws)
     recs = np.repeat(np.arange(N), draws)
     for s in range(0, len(recs), per_block):
         r = recs[s:s + per_block]
