@@ -23,7 +23,7 @@ from . import _validate as V
 from ._io import atomic_target
 from .audit import FORMAT, VerifyReport, audit_with_pairs, read_mechanism_file, verify
 from .certify import CertifyReport, certify
-from .lp.outcome import SolverLimitError, relative_gap
+from .lp.outcome import SolverLimitError, Status, relative_gap
 from .measures import expected_loss, worst_case_loss
 from .randomness import RNGLike, sample_rows
 from .space import Geometry
@@ -31,7 +31,7 @@ from .space import Geometry
 if TYPE_CHECKING:
     from .space import Space
 
-__all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "UnverifiedMechanismError",
+__all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "Status", "UnverifiedMechanismError",
            "relative_gap"]
 
 
@@ -87,11 +87,25 @@ class Mechanism:
         self._cdf: np.ndarray | None = None
 
     @classmethod
-    def certified(cls, space: "Space", matrix: np.ndarray, **metadata: Any) -> tuple["Mechanism", CertifyReport]:
-        """Certify ``matrix`` (a solver's approximately feasible answer) on every neighbouring
-        pair of ``space`` and wrap it with the space's costs, prior and outputs. ``metadata``
-        (method, options) is stored with the instance's name, eta and the mixing certification
-        needed."""
+    def certified(cls, space: "Space | Geometry", matrix: np.ndarray, *, epsilon: float | None = None,
+                  **metadata: Any) -> tuple["Mechanism", CertifyReport]:
+        """The one way a solver's matrix becomes a Mechanism: certify ``matrix`` (an
+        approximately feasible answer) on every neighbouring pair and wrap it.
+
+        ``space`` is the :class:`~certdp.space.Space` the matrix solves (its epsilon, pairs,
+        costs, prior and outputs are used), or, for records that are not a Space (an LR-Geo
+        user's LR set), their :class:`~certdp.space.Geometry` with ``epsilon``. ``metadata``
+        (method, options) is stored with eta, the instance's name and seed, and the mixing
+        certification needed."""
+        if isinstance(space, Geometry):
+            if epsilon is None:
+                raise TypeError("Mechanism.certified on a Geometry needs epsilon=")
+            edges, dist = space.pairs()
+            Zc, cert = certify(matrix, epsilon, edges, dist)
+            meta = {**metadata, "eta": space.eta, "certify_mixing": cert.mixing}
+            return cls(Zc, epsilon, edges, dist, geometry=space, metadata=meta), cert
+        if epsilon is not None:
+            raise TypeError("Mechanism.certified on a Space takes its epsilon from the space")
         edges, dist = space.neighbor_pairs
         Zc, cert = certify(matrix, space.epsilon, edges, dist)
         meta = {**metadata, "eta": space.eta, "instance": space.name, "seed": space.seed,
@@ -160,7 +174,7 @@ class Mechanism:
         if g is None:
             raise ValueError("this mechanism does not carry the records' coordinates and eta, so a file of it "
                              "could not be audited; build it with Mechanism.certified or pass geometry=")
-        arrays: dict[str, np.ndarray] = {
+        arrays: dict[str, Any] = {
             "format": np.array(FORMAT),
             "matrix": np.asarray(self._matrix),
             "epsilon": np.float64(self.epsilon),
@@ -232,9 +246,14 @@ class SampledMechanism(Protocol):
     """A mechanism without a closed-form matrix (Madlib, planar Laplace): it can only be sampled;
     its losses are estimates (see :mod:`certdp.family.additive`)."""
 
-    epsilon: float
-    n_records: int
-    n_outputs: int
+    @property
+    def epsilon(self) -> float: ...
+
+    @property
+    def n_records(self) -> int: ...
+
+    @property
+    def n_outputs(self) -> int: ...
 
     def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray: ...
 
@@ -246,9 +265,8 @@ class SolveResult:
     Attributes:
         mechanism: the certified mechanism (passes the exact audit).
         method: the algorithm that produced it.
-        status: 'optimal' (gap within the request), 'time_limit', 'iteration_limit',
-            'approximate' (the solver stopped at its own tolerance, e.g. PDLP; ``gap`` is still
-            true) or 'heuristic' (no optimality claim, e.g. ExpMech).
+        status: how the run ended, a :class:`~certdp.lp.outcome.Status`; its table says which
+            statuses carry a certified matrix and which a rigorous lower bound.
         upper_bound: the objective of ``mechanism`` itself (expected loss, or the worst-case
             loss max_w L(M, w) when ``objective == 'worst'``).
         lower_bound: a valid lower bound on the optimal objective of the problem solved, or
@@ -264,7 +282,7 @@ class SolveResult:
 
     mechanism: "Mechanism | SampledMechanism"
     method: str
-    status: str
+    status: Status
     upper_bound: float
     lower_bound: float | None
     gap: float | None
@@ -274,6 +292,10 @@ class SolveResult:
     stats: dict[str, Any] = field(default_factory=dict)
     objective: str = "expected"
     message: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            raise TypeError(f"SolveResult.status must be a certdp.Status, got {self.status!r}")
 
     @property
     def expected_loss(self) -> float:
@@ -287,7 +309,7 @@ class SolveResult:
     def worst_case_loss(self) -> float:
         if self.objective == "worst":
             return self.upper_bound
-        if isinstance(self.mechanism, Mechanism):
+        if isinstance(self.mechanism, Mechanism) and self.mechanism.cost is not None:
             return worst_case_loss(self.mechanism.matrix, self.mechanism.cost)
         return float(self.stats["worst_case_loss"])
 

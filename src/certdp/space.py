@@ -265,12 +265,13 @@ class Space:
 
     def _check_no_duplicates(self) -> None:
         """Two records at distance 0 make the metric a pseudo-metric: refuse them."""
-        if self.metric == "precomputed":
+        pts = self.points
+        if self.metric == "precomputed" or pts is None:
             return  # check_distance_matrix already refused zero off-diagonal entries
-        cand = _candidate_pairs(self.metric, self.points, self.n_records, 0.0)
+        cand = _candidate_pairs(self.metric, pts, self.n_records, 0.0)
         if len(cand):
             cand = np.asarray(cand, dtype=np.int64)
-            d = paired(self.points[cand[:, 0]], self.points[cand[:, 1]], self.metric)
+            d = paired(pts[cand[:, 0]], pts[cand[:, 1]], self.metric)
             dup = cand[d <= 0.0]
             if len(dup):
                 i, j = dup[0]

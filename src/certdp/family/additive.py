@@ -30,6 +30,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .. import _validate as V
+from ..lp.outcome import Status
 from ..mechanism import SolveResult
 from ..randomness import RNGLike, as_generator, uniforms
 from ..space import Space
@@ -227,7 +228,7 @@ def solve_additive(space: Space, *, method: str, draws: int = 2000, q: float = 0
              "expected_loss": mc.expected_loss, "expected_loss_se": mc.expected_loss_se,
              "worst_case_loss": mc.worst_case_loss, "worst_case_loss_se": mc.worst_case_loss_se,
              "quantile_loss": mc.quantile_loss, "quantile_loss_se": mc.quantile_loss_se, "q": q, "estimate": mc}
-    return SolveResult(mechanism=NoiseMechanism(space, method), method=method, status="estimated",
+    return SolveResult(mechanism=NoiseMechanism(space, method), method=method, status=Status.ESTIMATED,
                        upper_bound=mc.expected_loss, lower_bound=None, gap=None, timings=dict(mc.timings),
                        stats=stats, message=f"losses are Monte Carlo estimates over {draws} draws per record; "
                        "the privacy guarantee is analytic (noise, then the nearest output)")

@@ -59,7 +59,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..lp.highs import INF, HighsLP
-from ..lp.outcome import SolverLimitError
+from ..lp.outcome import SolverLimitError, Status
 from ..measures import quantile_loss, worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..pmo.model import MAX_LOG_RATIO
@@ -324,14 +324,15 @@ class _Sweep:
         """Solve the LP of ``lam``: by dual simplex from the previous optimal basis first (capped
         at half the first solve's time, at least 10 s), afresh with ``solver`` if that stalls."""
         remaining = self.remaining(lam)
-        warm = self.prev is not None and self.prev[2] is not None
-        if warm:
+        prev = self.prev
+        warm = prev is not None and prev[2] is not None
+        if warm and prev is not None:
             cap = max(10.0, 0.5 * (self.first_seconds or 0.0))
             cap = cap if remaining is None else min(cap, remaining)
-            report(self.progress, "lambda", f"lambda={lam}: warm start from lambda={self.prev[0]} (cap {cap:.0f} s)")
+            report(self.progress, "lambda", f"lambda={lam}: warm start from lambda={prev[0]} (cap {cap:.0f} s)")
             t0 = time.perf_counter()
             sol, model, self.active = _solve_rowgen(lp, solver="simplex", tolerance=self.tolerance, time_limit=cap,
-                                                    basis=self.prev[2], active=self.active)
+                                                    basis=prev[2], active=self.active)
             self.t_solve += time.perf_counter() - t0
             if sol.status == "optimal":
                 return sol, model, True
@@ -443,5 +444,5 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
              "certify_mixing": cert.mixing, "constraints_before": None, "constraints_after": counts["constraints"],
              **counts}
     timings = {"assemble": t_asm, "solve": run.t_solve, "certify": t_cert, "total": time.perf_counter() - t_start}
-    return SolveResult(mechanism=mech, method="constopt", status="heuristic", upper_bound=loss, lower_bound=None,
+    return SolveResult(mechanism=mech, method="constopt", status=Status.HEURISTIC, upper_bound=loss, lower_bound=None,
                        gap=None, iterations=0, timings=timings, stats=stats, objective="worst")

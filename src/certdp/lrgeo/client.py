@@ -100,6 +100,7 @@ class LRGeoClient:
         world = self.world()
         if latlon is not None:
             location = int(world.nearest(np.asarray(latlon, dtype=np.float64))[0])
+        assert location is not None
         params = LRGeoParams(**self.info()["params"])
         gen = as_generator(rng)
         t = {"start": time.perf_counter()}

@@ -131,7 +131,7 @@ def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: n
         c = c_low[:, use].reshape(-1)
         lp = HighsLP(c, M, lo, up, np.zeros(n * S), np.ones(n * S), tolerance=tolerance)
         sol = lp.solve()
-        if sol.status != "optimal":
+        if sol.status != "optimal" or sol.row_dual is None:
             raise RuntimeError(f"relaxed LR problem: HiGHS returned {sol.status!r}")
         inner = lagrangian_bound(c, M, lo, up, np.zeros(n * S), np.ones(n * S), sol.row_dual)
         u = sol.row_dual[:n]
@@ -220,7 +220,7 @@ def measure_round(rnd: "LRGeoRound") -> dict[str, Any]:
     what the server can infer from the uploads (section 4.7)."""
     world, params, us, mechs, info, server = rnd.world, rnd.params, rnd.users, rnd.mechanisms, rnd.info, rnd.server
     rep: dict[str, Any] = {"world": world.describe(), "users": len(us), "method": info.method,
-                           "status": info.status, "lp_upper_bound": info.upper_bound,
+                           "status": info.status, "message": info.message, "lp_upper_bound": info.upper_bound,
                            "lp_lower_bound": info.lower_bound, "lp_gap": info.gap,
                            "iterations": info.iterations, "seconds": dict(rnd.seconds),
                            "certify_mixing": rnd.certify_mixing,

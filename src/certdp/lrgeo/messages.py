@@ -58,6 +58,7 @@ def _arr(name: str, value: Any, ndim: int, *, dtype=np.float64, nonneg: bool = F
     return a
 
 
+@dataclass(frozen=True)
 class _Message:
     """JSON for the message dataclasses: arrays become lists, NaN becomes null, and a
     ``type`` field names the class; ``from_json`` re-runs the class's validation."""
@@ -68,7 +69,7 @@ class _Message:
             v = getattr(self, f.name)
             if isinstance(v, np.ndarray):
                 nan = v.dtype.kind == "f" and bool(np.isnan(v).any())
-                v = np.where(np.isnan(v), None, v).tolist() if nan else v.tolist()
+                v = np.where(np.isnan(v), np.asarray(None), v).tolist() if nan else v.tolist()
             d[f.name] = v
         d["type"] = type(self).__name__
         return json.dumps(d)

@@ -239,7 +239,7 @@ class RoundScheduler:
             try:
                 resp, info = srv.solve(method=self.method, gap=self.gap, time_limit=self.time_limit)
                 out = {n: ("done", r.to_json()) for n, r in resp.items()}
-                method, status = info.method, info.status
+                method, status = info.method, str(info.status)
             except Exception as exc:   # reported to each user of the round; the server goes on
                 out = {n: ("failed", f"the round's solve failed: {type(exc).__name__}: {exc}") for n in names}
                 method, status = self.method, "failed"

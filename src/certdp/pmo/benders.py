@@ -26,7 +26,7 @@ from ..lp.benders import BlockResult, BlockSpec, MasterSpec, benders
 from ..lp.benders import elastic as elastic_block
 from ..lp.executors import make_runner
 from ..lp.highs import INF
-from ..lp.outcome import SolverLimitError, relative_gap, round_message
+from ..lp.outcome import SolverLimitError, Status, relative_gap, round_message
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress, ProgressEvent, bounds_line, report
 from ..space import Space
@@ -342,16 +342,17 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         variant: 'paper' (the paper's algorithm: feasibility cuts from dual rays, optimality
             cuts from duals) or 'improved' (default; see :data:`VARIANTS` and docs/pmo.md).
         seed: seed of the k-means partitioners.
-        executor: 'serial', 'process' (``workers`` local processes) or 'dask' (a LocalCluster
+        executor: one of :data:`certdp.lp.executors.EXECUTORS`: 'threads' (``workers`` threads
+            of this process), 'process' (``workers`` local processes) or 'dask' (a LocalCluster
             of ``workers`` processes, or the cluster at ``scheduler``); by default 'dask' when a
-            scheduler is given, 'process' when ``workers > 1``, else 'serial'. The result does
+            scheduler is given, 'process' when ``workers > 1``, else 'threads'. The result does
             not depend on it.
         runner_factory: ``f(blocks) -> Runner`` overriding ``executor``.
         progress: receives each round's bounds.
     """
     d = design if design is not None else VARIANTS[variant]
     if executor is None:
-        executor = "dask" if scheduler else ("process" if workers > 1 else "serial")
+        executor = "dask" if scheduler else ("process" if workers > 1 else "threads")
     if subsets is None:
         subsets = min(25, space.n_records)
     t_start = time.perf_counter()
@@ -421,7 +422,8 @@ def _result(space: Space, dec: PMODecomposition, part: Partition, out: Any, edge
                "certify": t_cert, "total": time.perf_counter() - t["start"]}
     hist = tuple(_in_cost_units(h, scale) for h in out.history)
     true_gap = relative_gap(upper, lower)
-    status = out.status if out.status != "optimal" or (true_gap is not None and true_gap <= gap) else "gap_limited"
+    status = (out.status if out.status is not Status.OPTIMAL or (true_gap is not None and true_gap <= gap)
+              else Status.GAP_LIMITED)
     return SolveResult(mechanism=mech, method="benders", status=status, upper_bound=upper, lower_bound=lower,
                        gap=true_gap, iterations=out.iterations, history=hist, timings=timings, stats=stats,
                        message=round_message(status, true_gap, gap, out.iterations))
