@@ -1,0 +1,88 @@
+"""The layout check (tools/layout_check.py) passes on the repository, and finds what it looks for
+on generated packages: import cycles, upward imports between rooms, long functions, diary text."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("layout_check", ROOT / "tools" / "layout_check.py")
+assert _spec is not None and _spec.loader is not None
+layout_check = sys.modules["layout_check"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(layout_check)
+
+
+def test_the_repository_has_no_cycle_no_upward_import_no_long_function():
+    rep = layout_check.check(ROOT)
+    assert rep.modules > 50
+    assert rep.findings == []
+
+
+ROOMS = (("a0", "a1"), ("b0", "b1"), ("c0", "c1"))
+NAMES = ["a0", "a1", "b0", "b1", "c0"]   # c1 imports nothing: the target of the planted upward import
+
+
+@st.composite
+def packages(draw):
+    """A package ``pkg`` of one module per name of ROOMS, importing downwards or sideways
+    (never a cycle: each only from the names before it), plus the defects to plant."""
+    imports = {n: sorted(draw(st.sets(st.sampled_from(NAMES[:i])) if i else st.just(set())))
+               for i, n in enumerate(NAMES)}
+    cycle = draw(st.booleans())
+    upward = draw(st.booleans())
+    long_fn = draw(st.booleans())
+    diary = draw(st.booleans())
+    return imports, cycle, upward, long_fn, diary
+
+
+def _write(root: Path, imports: dict[str, list[str]], cycle: bool, upward: bool, long_fn: bool,
+           diary: bool) -> None:
+    pkg = root / "src" / "pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    body = {n: [f"from .{m} import x as _{m}" for m in ms] for n, ms in imports.items()}
+    if cycle:      # the lowest module imports the highest, which imports it: a cycle of two
+        body["a0"].append("from .c0 import x as _c0")
+        body["c0"].append("from .a0 import x as _a0")
+    body["c1"] = []
+    if upward:     # sideways in its room is allowed, upwards is not: a1 -> c1 (inside a function)
+        body["a1"].append("def f():\n    from .c1 import x\n    return x")
+    if long_fn:
+        body["b1"].append("def g():\n" + "    y = 1\n" * 12 + "    return y")
+    for n, lines in body.items():
+        (pkg / f"{n}.py").write_text("\n".join(lines + ["x = 1", ""]))
+    (root / "README.md").write_text("A package.\n" + ("Measured in session 12.\n" if diary else ""))
+
+
+@settings(max_examples=40, deadline=None)
+@given(packages())
+def test_the_check_finds_exactly_the_planted_defects(case):
+    imports, cycle, upward, long_fn, diary = case
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _write(root, imports, cycle, upward, long_fn, diary)
+        rep = layout_check.check(root, max_lines=10, rooms=ROOMS)
+    kinds = sorted({f.split(":")[0] for f in rep.findings})
+    expected = sorted(({"import cycle", "upward import"} if cycle else set())
+                      | ({"upward import"} if upward else set())
+                      | ({"long function"} if long_fn else set())
+                      | ({"diary text"} if diary else set()))
+    assert kinds == expected
+    assert (len(rep.cycles) == 1) == cycle
+    if upward:
+        assert "upward import: pkg.a1 imports pkg.c1" in rep.findings
+
+
+def test_a_module_in_no_room_is_named():
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _write(root, {n: [] for n in NAMES}, False, False, False, False)
+        (root / "src" / "pkg" / "stray.py").write_text("x = 1\n")
+        rep = layout_check.check(root, rooms=ROOMS)
+    assert rep.findings == ["module in no room: pkg.stray (add its room to ROOMS in tools/layout_check.py)"]
