@@ -66,9 +66,6 @@ class MDPGraph:
         groups = np.split(order, np.cumsum(np.bincount(lab, minlength=n_comp))[:-1])
         return sorted(groups, key=len, reverse=True)
 
-    def degrees(self) -> np.ndarray:
-        return np.bincount(self.edges.ravel(), minlength=self.n)
-
     def path_distances(self, sources: np.ndarray | None = None, limit: float = np.inf) -> np.ndarray:
         """Shortest-path distances D (Property 3.2) from ``sources`` (default all) to every
         record; ``inf`` where no path (of length <= ``limit``) exists."""
@@ -123,17 +120,3 @@ class MDPGraph:
             best = np.min(A + B, axis=1)
             implied[s:s + cblock] = best <= self.distance[s:s + cblock]
         return implied
-
-
-@dataclass(frozen=True)
-class ReductionReport:
-    """How many mDP constraints each exact reduction removed."""
-
-    n_edges: int
-    n_edges_kept: int
-    n_components: int
-    largest_component: int
-
-    @property
-    def n_edges_removed(self) -> int:
-        return self.n_edges - self.n_edges_kept

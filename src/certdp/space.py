@@ -239,16 +239,6 @@ class Space:
         pts = self.points if rows is None else self.points[rows]
         return pairwise(np.atleast_2d(pts), self.points, self.metric)
 
-    def pair_distance(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """Distances between records ``i[t]`` and ``j[t]``."""
-        i = np.asarray(i, dtype=np.int64)
-        j = np.asarray(j, dtype=np.int64)
-        if self.metric == "precomputed":
-            assert self.distance_matrix is not None
-            return self.distance_matrix[i, j]
-        assert self.points is not None
-        return paired(self.points[i], self.points[j], self.metric)
-
     @property
     def geometry(self) -> Geometry:
         """The facts that decide the protected pairs (stored in every mechanism file)."""
@@ -283,10 +273,6 @@ class Space:
     def with_epsilon(self, epsilon: float) -> "Space":
         """The same instance with another privacy budget."""
         return dataclasses.replace(self, epsilon=epsilon)
-
-    def with_eta(self, eta: float) -> "Space":
-        """The same instance with another neighbour threshold."""
-        return dataclasses.replace(self, eta=eta)
 
     def describe(self) -> dict[str, Any]:
         """A small summary for logs and JSON output."""

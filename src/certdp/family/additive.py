@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -166,14 +165,6 @@ class MonteCarloResult:
     quantile_loss_se: float
     q: float
     timings: dict[str, float] = field(default_factory=dict)
-
-    def summary(self) -> dict[str, Any]:
-        return {"method": self.method, "status": "monte-carlo", "epsilon": self.epsilon, "draws": self.draws,
-                "n_records": int(self.matrix.shape[0]), "n_outputs": int(self.matrix.shape[1]),
-                "expected_loss": self.expected_loss, "expected_loss_se": self.expected_loss_se,
-                "worst_case_loss": self.worst_case_loss, "worst_case_loss_se": self.worst_case_loss_se,
-                "quantile_loss": self.quantile_loss, "quantile_loss_se": self.quantile_loss_se, "q": self.q,
-                "seconds": self.timings.get("total"), "audit_passed": None}
 
 
 def estimate_noise_mechanism(space: Space, method: str = "madlib", *, draws: int = 2000, q: float = 0.95,

@@ -284,7 +284,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
             ds = rd - At_mul(dy)
             return rc / s - d * ds, dy, ds
 
-        dxa, dya, dsa = direction(-x * s)
+        dxa, _, dsa = direction(-x * s)
         ap, ad = longest(x, dxa), longest(s, dsa)
         mu_aff = float((x + ap * dxa) @ (s + ad * dsa)) / n_all
         sigma = (mu_aff / mu) ** 3

@@ -83,10 +83,6 @@ class LPSolution:
     iterations: int
     seconds: float
 
-    @property
-    def optimal(self) -> bool:
-        return self.status == "optimal"
-
 
 def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
                presolve: bool, log: bool) -> None:
@@ -269,9 +265,6 @@ class HighsLP:
         if st == highspy.HighsStatus.kError or not has:
             return None
         return np.asarray(ray, dtype=np.float64)
-
-    def row_duals(self) -> np.ndarray:
-        return np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
 
     def primal(self) -> np.ndarray:
         return np.asarray(self.h.getSolution().col_value, dtype=np.float64)
