@@ -15,19 +15,6 @@ from certdp.views.view import Workload
 
 from .tensors import random_tensor
 
-ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
-              "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
-
-
-def _write_table(path, n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
-                       "city": rng.choice(["A", "B", "C"], n)})
-    df.to_csv(path, index=False)
-    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
-    return df, doms
-
-
 @given(st.integers(0, 10_000), st.floats(0.01, 5.0))
 @settings(max_examples=30, deadline=None)
 def test_competitors_never_overspend(seed, eps):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,21 +15,7 @@ from certdp.views.ripost import DepthSeries, ripost
 from certdp.views.tensor import CountTensor, Domain
 from certdp.views.view import Workload, answer_boxes, rmse, true_answers
 
-from ..conftest import shared_file
 from .tensors import dense_array, random_tensor
-
-ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
-              "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
-
-
-def _write_table(path, n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
-                       "city": rng.choice(["A", "B", "C"], n)})
-    df.to_csv(path, index=False)
-    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
-    return df, doms
-
 
 @pytest.mark.parametrize("k,os", [(1, 1), (2, 2), (4, 4), (3, 7)])
 def test_series_weights_sum_within_one(k, os):
@@ -147,13 +132,10 @@ def test_ripost_separates_empty_region():
     assert np.mean(errs) < 0.1 * uniform
 
 
-def test_adult_fourteen_columns():
-    from certdp.views import adult
-
-    data = shared_file("adult", "adult.data")
-    doms = adult.domains(data.with_name("adult.names"))
-    df = adult.read(data)
-    t = CountTensor.from_frame(df, ADULT_COLS, {c: doms[c] for c in ADULT_COLS}, overflow="bin")
+def test_adult_fourteen_columns(adult):
+    df, doms = adult
+    cols = [c for c in df.columns if c != "fnlwgt"]
+    t = CountTensor.from_frame(df, cols, {c: doms[c] for c in cols}, overflow="bin")
     assert t.domain_size > 10 ** 16 and t.total == len(df)
     v = ripost(t, 0.1, rng=0)
     v.check()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from certdp.views.ripost import ripost
@@ -13,19 +12,6 @@ from certdp.views.tensor import Domain
 from certdp.views.view import BlockView, Workload, answer_boxes, true_answers
 
 from .tensors import dense_array, random_tensor
-
-ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
-              "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
-
-
-def _write_table(path, n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
-                       "city": rng.choice(["A", "B", "C"], n)})
-    df.to_csv(path, index=False)
-    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
-    return df, doms
-
 
 def test_view_answers_match_dense_sums():
     """With exact leaf sums, a query that is a union of whole leaves is answered exactly, and
