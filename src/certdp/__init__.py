@@ -21,6 +21,6 @@ from .space import Space
 __version__ = "0.2.0"
 
 __all__ = [
-    "METHODS", "MDPGraph", "Mechanism", "ProgressEvent", "SolveResult", "SolverLimitError", "Space", "Status", "build_space",
-    "certify", "expected_loss", "parse_dataset", "quantile_loss", "solve", "verify", "worst_case_loss",
+    "METHODS", "MDPGraph", "Mechanism", "ProgressEvent", "SolveResult", "SolverLimitError", "Space", "Status",
+    "build_space", "certify", "expected_loss", "parse_dataset", "quantile_loss", "solve", "verify", "worst_case_loss",
 ]

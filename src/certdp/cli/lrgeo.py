@@ -285,8 +285,8 @@ def lrgeo_user(url: str, location: int | None, lat: float | None, lon: float | N
             if network is not None:
                 shape = client.info()["world"]["grid"]
                 client = LRGeoClient(url, world=load_world("gridcity", *shape, network=network))
-            res = client.obfuscate(location, latlon=None if lat is None or lon is None else (lat, lon), rng=resolve_seed(seed),
-                                   wait=wait)
+            latlon = None if lat is None or lon is None else (lat, lon)
+            res = client.obfuscate(location, latlon=latlon, rng=resolve_seed(seed), wait=wait)
         except ServiceError as exc:
             raise ValueError(str(exc)) from None
     if as_json:

@@ -261,7 +261,8 @@ def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: 
                   basis: Any = None, active: list[int] | None = None) -> tuple[Any, HighsLP, list[int]]:
     """Solve the LP with the free-free rows (kind 3) generated lazily.
 
-    Almost none of the kind-3 rows bind (a few dozen of 49,000 at n = 400), so the LP starts
+    Almost none of the kind-3 rows bind
+    (docs/decisions.md#constoptmechs-lp-is-exact-but-smaller-than-the-papers), so the LP starts
     with the kind-2, row-sum and loss rows plus the kind-3 rows in ``active``; violated kind-3
     rows are added and the model re-solved by dual simplex from its basis until none is violated
     (by more than 1e-9). The result is an optimum of the full LP. ``active`` lists kind-3 row
@@ -366,10 +367,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
         select: the loss that picks the lambda: 'worst' (max_w L(H, w), the LP's objective) or
             'quantile' (L_q, the loss paper 002 reports; ``q`` its quantile).
         solver, tolerance: HiGHS settings for the first LP of the sweep. 'auto' picks dual
-            simplex up to 8,000 variables (n = 400, r = 10 is 4,401: 6 s against IPM's 8 s; on
-            Helsinki POIs at eps 32/km, n = 200, 4 s against 105 s, where the exp(eps d) range
-            slows IPM down) and IPM with crossover above (n = 1,000: dual simplex needed 323 s
-            for the first LP alone; the whole sweep with IPM took 207 s). The other lambdas
+            simplex up to 8,000 variables and IPM with crossover above
+            (docs/decisions.md#constoptmech-solves-by-dual-simplex-up-to-8000-variables). The other lambdas
             start by dual simplex from the previous optimal basis.
         time_limit: seconds for the whole sweep; if an LP hits it, :class:`SolverLimitError`
             is raised and no mechanism is returned.

@@ -56,8 +56,8 @@ class _NormalEquations:
     [R, I, -I] with the slack pair): factored once, solved twice (predictor and corrector).
 
     Nearly all of an iteration is the rank-k product that forms M (m^2 n flops) and its
-    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision (at m = 5,000,
-    n = 8,000 on the reference machine: 0.66 s and 0.19 s against 1.85 s and 0.37 s), and each
+    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision
+    (docs/decisions.md#the-dense-ipm-forms-its-normal-equations-in-single-precision), and each
     solve is refined to double precision by conjugate gradients on the exact (double) operator
     ``v -> A (d * A'v)``, the single factor as preconditioner: while the factor's error is
     small against 1 (condition of M below ~1e6), a few iterations reach a residual of
@@ -220,8 +220,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
 
     # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one): when both run
     # threads, each one's idle threads spin between its calls and take the cores from the other
-    # (two threads were then 1.5-2x slower than one at N = 1,000; through one library, 1.3-1.5x
-    # faster)
+    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library)
     # BLAS wants Fortran order, and scipy copies anything else on every call (R has m x n
     # entries: at m = 5,000 that copy cost more than the product): use R itself when it is
     # Fortran-ordered (the masters' R is), else its transpose, which then is

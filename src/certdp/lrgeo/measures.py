@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # ------------------------------------------------------------------ violations
 #: a Geo-Ind check z_ik <= exp(eps d) z_jk counts as violated only above this excess: below it
-#: is floating-point noise of the LP solution (median excesses of 5e-13 to 4e-11 were measured)
+#: is floating-point noise of the LP solution (docs/decisions.md#a-geo-ind-violation-counts-above-an-excess-of-1e-9)
 VIOLATION_TOLERANCE = 1e-9
 
 

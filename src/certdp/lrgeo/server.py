@@ -165,11 +165,10 @@ def core_point(blocks: list[UserBlock], P: LRGeoParams, H: np.ndarray) -> np.nda
 
 
 UB_CROSSING = 1e-2
-"""How far the rigorous lower bound may pass the upper bound before Benders calls it a defect.
-The upper bound here is the cost of the blocks' solutions as HiGHS returns them, feasible to
-its tolerances on rows scaled to 1; at the paper's settings the objective is about 1e-4 and
-the lower bound passed it by 1.3e-7 (0.1%) on the Rome-scale city. The users certify the
-matrices, so the guarantee does not rest on this value."""
+"""How far the rigorous lower bound may pass the upper bound before Benders calls it a defect:
+the upper bound here is the cost of the blocks' solutions as HiGHS returns them, feasible only
+to its tolerances (docs/decisions.md#lr-geos-benders-tolerates-a-crossing-of-1-of-the-upper-bound). The users
+certify the matrices, so the guarantee does not rest on this value."""
 
 
 def block_start(master: MasterSpec, specs: list[BlockSpec], y: np.ndarray

@@ -58,9 +58,7 @@ class _Run:
 
 AUTO_IPM_ROWS = 50_000
 """``solver='auto'`` takes HiGHS's interior-point method above this many LP rows and dual
-simplex below: dual simplex diverged on grid-500 (K = 100, 374,000 rows; HiGHS "Solve error"
-after 41 s) and did not finish it in 900 s at another epsilon, where IPM took 129-233 s; on
-the 100,000-row demo instance IPM took 14 s and dual simplex 20 s."""
+simplex below (docs/decisions.md#the-monolithic-lp-takes-interior-point-above-50000-rows)."""
 
 
 def _highs_solve(lp: PMOLP, run: _Run, solver: str) -> LPSolution:
