@@ -250,8 +250,8 @@ class _Design:
     in_out: float | None = None   # in-out stabilisation around the first mechanism's y (:func:`_start`)
 
 
-#: 'paper' is the paper's algorithm; 'improved' is the combination that won the ablation
-#: (docs/decisions.md#benders-keeps-the-papers-algorithm-beside-a-better-default).
+#: 'paper' is the paper's algorithm; 'improved' is the combination that won the ablation in
+#: benchmarks/paper000/benders_ablation.py (docs/pmo.md has the table).
 VARIANTS = {"paper": _Design(envelope=False, elastic=None, repair=False),
             "improved": _Design(envelope=True, elastic=10.0, repair=True, in_out=0.2)}
 
