@@ -196,12 +196,20 @@ LRGEO = [
     c(["lrgeo", "serve", "--grid", "6x6", "--round-wait", "0"], "--round-wait"),
     c(["lrgeo", "serve", "--grid", "6x6", "--max-pending", "0"], "--max-pending"),
     c(["lrgeo", "serve", "--grid", "axb"], "--grid"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--client-users", "0"], "--client-users"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--client-rate", "nan"], "--client-rate"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--user-rows", "0"], "--user-rows"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--user-seconds", "-1"], "--user-seconds"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--max-body-mb", "1e9"], "--max-body-mb"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--host", "no.such.host.invalid"], "--host"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3"], "cannot reach"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9"], "--location"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--lat", "1", "--lon", "2"],
       "--location"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--lat", "1"], "--lat"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--wait", "0"], "--wait"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--seed", "-1"], "--seed"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--retries", "-1"], "--retries"),
 ]
 
 VIEWS = [

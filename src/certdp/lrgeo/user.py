@@ -24,7 +24,7 @@ from scipy.spatial import cKDTree
 from .. import _validate as V
 from ..datasets.city import World, project_km
 from ..mechanism import Mechanism
-from ..randomness import RNGLike, as_generator
+from ..randomness import CounterRNG, RNGLike, as_generator
 from ..space import Geometry, haversine_km
 from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import lookup, travel_pairs
@@ -126,7 +126,7 @@ class LRGeoUser:
         self.params = params
         self.location = V.int_in_range("location", location, 0, world.K - 1)
         self.name = name or f"user-{location}"
-        self.rng = as_generator(rng)
+        self.rng = rng if isinstance(rng, CounterRNG) else as_generator(rng)   # CounterRNG: the page's draws
         self.centre = self.location
         if params.hide > 0:   # a decoy centre within hide of the location (see LRGeoParams.hide)
             near = np.flatnonzero(geo_ind_path_distance(world, params.gamma, self.location, params.hide)
