@@ -76,8 +76,8 @@ def adult():
 class FakeClock:
     """``time.perf_counter`` for the Benders engine: ``step`` seconds pass at every reading, so
     a deadline falls after a fixed number of readings, whatever the machine. With a deadline
-    between two readings and a large step, the time left that HiGHS is given is never short:
-    only the engine's own checks can stop a run."""
+    between two readings and a large step, the time left that HiGHS is given is at least half a
+    step, or, once the deadline has passed, the least it takes (1 ms)."""
 
     step = 1000.0
 

@@ -173,8 +173,10 @@ def test_the_round_limit_stops_the_run_with_its_best_bounds(lad, rounds):
 @given(lad=ladders(), readings=st.integers(3, 60))
 def test_the_deadline_is_honoured_on_the_engine_clock(engine_clock, lad, readings):
     """With a time limit, no round starts after the deadline (each round's record says when it
-    ended, on the engine's clock: a fake one, tests/conftest.py), the run is the unlimited run
-    up to there, and it ends 'time_limit' only once the deadline has come."""
+    ended, on the engine's clock: a fake one, tests/conftest.py), every round before the last is
+    the unlimited run's, and the run ends 'time_limit' only once the deadline has come. (The
+    last round may differ: the deadline can fall inside it, and then its blocks are given the
+    least time HiGHS takes, 1 ms, so whether they finish depends on the machine.)"""
     full = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500)
     limit = (readings + 0.5) * engine_clock.step     # between two readings of the clock
     start = engine_clock.now
@@ -183,7 +185,8 @@ def test_the_deadline_is_honoured_on_the_engine_clock(engine_clock, lad, reading
     started = [0.0] + [h["elapsed"] for h in out.history[:-1]]
     assert all(t < limit for t in started)                      # every round began before the deadline
     keys = ("lower_bound", "upper_bound", "cuts_added", "feasibility_cuts")
-    assert [[h[k] for k in keys] for h in out.history] == [[h[k] for k in keys] for h in full.history[:out.iterations]]
+    same = out.history if out.status is not Status.TIME_LIMIT else out.history[:-1]
+    assert [[h[k] for k in keys] for h in same] == [[h[k] for k in keys] for h in full.history[:len(same)]]
     if out.status is Status.TIME_LIMIT:
         assert engine_clock.now - start >= limit and out.iterations <= full.iterations
     else:
