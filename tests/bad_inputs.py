@@ -82,23 +82,23 @@ SOLVE = [
     c(G + ["--tolerance", "nan"], "tolerance"),
     c(G + ["--tolerance", "0"], "tolerance"),
     c(G + ["--tolerance", "-1"], "tolerance"),
-    c(G + ["--time-limit", "0"], "time_limit"),
-    c(G + ["--time-limit", "-5"], "time_limit"),
-    c(G + ["--time-limit", "nan"], "time_limit"),
+    c(G + ["--time-limit", "0"], "--time-limit"),
+    c(G + ["--time-limit", "-5"], "--time-limit"),
+    c(G + ["--time-limit", "nan"], "--time-limit"),
     c(G + ["--method", "outputs", "--gap", "0"], "gap"),
     c(G + ["--method", "benders", "--gap", "-1"], "gap"),
     c(G + ["--method", "lp", "--gap", "nan"], "gap"),
-    c(G + ["--method", "outputs", "--max-iterations", "0"], "max_iterations"),
+    c(G + ["--method", "outputs", "--max-iterations", "0"], "--max-iterations"),
     c(G + ["--method", "outputs", "--workers", "0"], "workers"),
     c(G + ["--method", "benders", "--workers", "-2"], "workers"),
     c(G + ["--method", "benders", "--subsets", "0"], "subsets"),
     c(G + ["--method", "benders", "--subsets", "1000"], "subsets"),
     c(G + ["--method", "constopt", "--r", "0"], "r must be"),
     c(G + ["--method", "constopt", "--r", "100"], "r must be"),
-    c(G + ["--method", "constopt", "--lambdas", ""], "lambdas"),
-    c(G + ["--method", "constopt", "--lambdas", "a,b"], "lambdas"),
-    c(G + ["--method", "constopt", "--lambdas", "0.1,-2"], "lambdas"),
-    c(G + ["--method", "constopt", "--lambdas", "inf"], "lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", ""], "--lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "a,b"], "--lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "0.1,-2"], "--lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "inf"], "--lambdas"),
     c(G + ["--method", "spanner", "--delta", "0.5"], "delta"),
     c(G + ["--method", "spanner", "--delta", "nan"], "delta"),
     c(G + ["--method", "madlib", "--draws", "0"], "draws"),
@@ -238,7 +238,29 @@ VIEWS = [
       "--queries"),
 ]
 
-CASES = SOLVE + FILES + COMPARE + LRGEO + VIEWS
+S = ["sanitize", "--embeddings", "emb.npy", "--epsilon", "1", "--method", "expmech"]   # a valid sanitize
+
+SANITIZE = [
+    c(["sanitize", "--epsilon", "1"], "--embeddings", stdin="the cat"),
+    c(["sanitize", "--embeddings", "noemb.npy", "--epsilon", "1"], "noemb.npy", stdin="the cat"),
+    c(["sanitize", "--embeddings", "single.npy", "--epsilon", "1"], "single.npy", stdin="the cat",
+      note="a 2 x 2 matrix without words gives no single-word vocabulary"),
+    c(["sanitize", "--embeddings", "garbage.npz", "--epsilon", "1"], "garbage.npz", stdin="the cat"),
+    c(S[:4] + ["0"] + S[5:], "epsilon", stdin="the cat"),
+    c(S + ["--vocabulary", "1"], "--vocabulary", stdin="the cat"),
+    c(S + ["--r", "3"], "--r", stdin="the cat"),
+    c(S + ["--eta", "-1"], "eta", stdin="the cat"),
+    c(S + ["--input", "nofile.txt"], "nofile.txt"),
+    c(S + ["--save", "."], "--save", stdin="the cat"),
+    c(["sanitize", "--mechanism", "mech.npz"], "vocabulary", stdin="the cat",
+      note="a mechanism file without its words"),
+    c(["sanitize", "--mechanism", "tampered.npz"], "tampered.npz", stdin="the cat"),
+    c(G[:2] + ["area:60.2,24.9,60.1,25.0:0.5"] + G[3:], "south < north"),
+    c(G[:2] + ["area:60.1,24.9,60.2,25.0:x"] + G[3:], "CELL_KM"),
+    c(G[:2] + ["road:nodes.csv"] + G[3:], "road:NODES.csv,EDGES.csv"),
+]
+
+CASES = SOLVE + FILES + COMPARE + LRGEO + VIEWS + SANITIZE
 
 
 def make_files(d: Path) -> None:
@@ -266,6 +288,8 @@ def make_files(d: Path) -> None:
     np.savez(d / "old.npz", matrix=arrays["matrix"], epsilon=arrays["epsilon"], edges=arrays["edges"],
              edge_distance=arrays["edge_distance"])
     (d / "table.csv").write_text("a,b\n" + "".join(f"{i % 5},{i % 3}\n" for i in range(60)))
+    np.save(d / "emb.npy", np.random.default_rng(0).standard_normal((6, 3)))
+    (d / "emb.txt").write_text("the\ncat\ndog\nsat\nran\nmat\n")
     (d / "domains.json").write_text(json.dumps({"a": {"values": [0, 1, 2, 3, 4]}, "b": {"values": [0, 1, 2]}}))
 
 

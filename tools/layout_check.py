@@ -33,7 +33,7 @@ ROOMS: tuple[tuple[str, ...], ...] = (
     ("pmo",),
     ("family", "lrgeo", "views"),
     ("solve",),
-    ("experiments", "plots"),
+    ("experiments", "plots", "locations", "text"),
     ("cli",),
 )
 

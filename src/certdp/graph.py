@@ -40,11 +40,13 @@ class MDPGraph:
 
     @classmethod
     def from_space(cls, space: Space) -> "MDPGraph":
+        """The mDP graph of ``space``: its neighbouring pairs and their distances."""
         e, d = space.neighbor_pairs
         return cls(space.n_records, e, d)
 
     @property
     def n_edges(self) -> int:
+        """The number of edges (neighbouring pairs)."""
         return int(len(self.edges))
 
     @cached_property

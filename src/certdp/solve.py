@@ -14,6 +14,7 @@ generated from them.
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Protocol
 
@@ -36,6 +37,7 @@ from .progress import Progress
 from .space import Space
 
 Check = Callable[[str, Any, Space], Any]
+log = logging.getLogger(__name__)
 
 
 class Engine(Protocol):
@@ -86,8 +88,9 @@ def _r(name: str, v: Any, space: Space) -> int:
     return V.int_in_range(name, v, 1, max(space.n_outputs - 1, 0))
 
 
-def _lambdas(name: str, v: Any, space: Space) -> tuple[float, ...]:
-    """A sequence of numbers, one number, or their comma-separated text ('0.001,0.1,1')."""
+def parse_numbers(name: str, v: Any) -> tuple[float, ...]:
+    """At least one finite number >= 0, from a sequence, one number, or their comma-separated
+    text ('0.001,0.1,1'); ValueError naming ``name`` otherwise."""
     if isinstance(v, str):
         parts = [p for p in v.replace(" ", "").split(",") if p]
         try:
@@ -98,6 +101,10 @@ def _lambdas(name: str, v: Any, space: Space) -> tuple[float, ...]:
     if not vals:
         raise ValueError(f"{name} must hold at least one value")
     return tuple(V.nonneg_float(name, x) for x in vals)
+
+
+def _lambdas(name: str, v: Any, space: Space) -> tuple[float, ...]:
+    return parse_numbers(name, v)
 
 
 def _delta(name: str, v: Any, space: Space) -> float:
@@ -149,6 +156,7 @@ class Option:
     command_line: bool = True
 
     def checked(self, name: str, value: Any, space: Space) -> Any:
+        """``value`` as the engine takes it, or ValueError/TypeError naming ``name``."""
         if self.check is not None:
             return self.check(name, value, space)
         return V.choice(name, value, self.choices)
@@ -242,7 +250,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("spanner", spanner_mechanism,
            {"solver": _choices(_SOLVER, SOLVERS), "time_limit": _TIME_LIMIT, "tolerance": _TOLERANCE,
             "delta": Option(float, "stretch of the spanner", _delta), "objective": _OBJECTIVE},
-           "SpannerMech: mDP rows on a greedy delta-spanner at epsilon / delta", reports_progress=False),
+           "SpannerMech: mDP rows on a greedy delta-spanner at epsilon / delta"),
     Method("madlib", solve_additive, _ADDITIVE,
            "Madlib: noise of density exp(-eps |z|), then the nearest output; Monte Carlo losses",
            fixed={"method": "madlib"}, reports_progress=False),
@@ -356,7 +364,11 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
     kwargs = {**m.fixed, **checked}
     if m.reports_progress:
         kwargs["progress"] = progress
+    log.info("solving %s with %s (N=%d, K=%d, %d protected pairs)", space.name, method, space.n_records,
+             space.n_outputs, len(space.neighbor_pairs[0]))
     res = m.engine(space, **kwargs)
+    log.info("%s on %s: %s, upper bound %.6g, gap %s, %.3g s", method, space.name, res.status, res.upper_bound,
+             "-" if res.gap is None else f"{res.gap:.3g}", res.timings.get("total", float("nan")))
     notes = _warnings(space)
     if notes:
         res = replace(res, message="; ".join(notes + ([res.message] if res.message else [])))

@@ -14,7 +14,7 @@ from .. import _validate as V
 from .._io import write_json
 from .common import (
     Live, PathArg, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
-)
+    print_table, table_format)
 
 
 class _Method(click.Choice):
@@ -140,6 +140,7 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
               help="write the report as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
+@table_format
 @click.pass_context
 def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, paper: bool | None,
           data_dir: str | None, users: int, epsilon: float | None,
@@ -209,7 +210,7 @@ def _print(rep: dict[str, Any], world) -> None:
     for b in rep["baselines"]:
         cost = fmt(b["expected_cost_own_row"]) if b["expected_cost_own_row"] is not None else b["status"]
         t.add_row(f"{b['method']}: seconds / own-row cost", f"{fmt(b['seconds'])} / {cost}")
-    out.print(t)
+    print_table(t)
 
 
 @lrgeo.command("serve")
@@ -247,7 +248,6 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
     browser. Users connect with `certdp lrgeo user --server URL` or the page; the API is
     documented at /docs. Stops cleanly on SIGINT or SIGTERM."""
     import logging
-    import sys
 
     from ..lrgeo.service import RoundScheduler, serve
 
@@ -262,9 +262,9 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
         _check_listen(host, port)
         world, P, spec = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
                                 table_cell, hide, quiet)
-        if not logging.getLogger().handlers:
-            logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
-                                format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        service_log = logging.getLogger("certdp.lrgeo.service")
+        if not quiet and service_log.getEffectiveLevel() > logging.INFO:
+            service_log.setLevel(logging.INFO)   # a server logs each access and each round by default
         sched = RoundScheduler(world, P, spec=spec, limits=limits, method=method, gap=gap, time_limit=time_limit)
         if not quiet:
             err.print(f"LR-Geo server {sched.instance} on http://{host}:{port} ({world.name}, K={world.K}; table built "

@@ -117,17 +117,21 @@ class NoiseMechanism:
 
     @property
     def epsilon(self) -> float:
+        """The privacy budget per unit distance."""
         return self.space.epsilon
 
     @property
     def n_records(self) -> int:
+        """The number of records."""
         return self.space.n_records
 
     @property
     def n_outputs(self) -> int:
+        """The number of outputs."""
         return self.space.n_outputs
 
     def save(self, path: object) -> None:
+        """Always raises ValueError: a sampled mechanism has no matrix to write."""
         raise ValueError(f"{self.method} has no exact matrix to write (its losses are Monte Carlo estimates); "
                          "it is defined by its sampler alone")
 

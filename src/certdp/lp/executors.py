@@ -11,6 +11,8 @@ the executor.
 
 from __future__ import annotations
 
+import logging
+
 import multiprocessing as mp
 import signal
 import threading
@@ -48,6 +50,7 @@ class BlockGroup:
         self.solvers = {i: BlockSolver(i, spec, tolerance) for i, spec in items}
 
     def solve(self, payload: dict[int, tuple[np.ndarray, float]], time_limit: float | None = None) -> list[BlockResult]:
+        """Solve the group's blocks for the master values in ``payload`` (block -> (y, theta))."""
         return solve_in_turn(((self.solvers[i], y, th) for i, (y, th) in payload.items()), time_limit)
 
 
@@ -150,6 +153,7 @@ class WorkerProcess:
         return answer
 
     def close(self) -> None:
+        """Ask the worker to stop and wait for it."""
         try:
             self.conn.send(None)
         except (OSError, ValueError):
@@ -173,6 +177,7 @@ class ProcessRunner:
             w.ready()
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Send each worker process its blocks and gather the results in block order."""
         for w, g in zip(self.workers, self.groups):
             w.submit({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit)
         out: list[BlockResult] = []
@@ -181,6 +186,7 @@ class ProcessRunner:
         return sorted(out, key=lambda r: r.block)
 
     def close(self) -> None:
+        """Stop the worker processes."""
         for w in self.workers:
             w.close()
         self.workers = []
@@ -198,16 +204,28 @@ def dask_client(workers: int, address: str | None, purpose: str, connect_timeout
             raise ValueError(f"Dask scheduler at {address!r} did not answer within {connect_timeout:g} s: "
                              f"{exc}") from None
     cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None)
+                                       host="127.0.0.1", dashboard_address=":0")   # no dashboard port to collide on
     return distributed.Client(cluster), cluster
 
 
 def close_dask(client: Any, cluster: Any) -> None:
-    """Close a :func:`dask_client` pair; our own cluster first, so that no worker heartbeats
-    into a scheduler that has gone."""
-    if cluster is not None:
-        cluster.close()
-    client.close()
+    """Close a :func:`dask_client` pair quietly. The client goes first, releasing the data it
+    scattered: a worker that leaves while it still holds scattered data makes the scheduler log
+    an ERROR about data "that can't be recovered", though the run is over and nothing is lost.
+    Then our own cluster (its workers, then its scheduler), with Dask's loggers held at CRITICAL:
+    connections that close while the processes stop are the normal end of a run, not errors."""
+    quiet = [logging.getLogger(n) for n in ("distributed", "distributed.scheduler", "distributed.core",
+                                            "distributed.nanny", "distributed.worker", "tornado", "asyncio")]
+    levels = [lg.level for lg in quiet]
+    try:
+        for lg in quiet:
+            lg.setLevel(logging.CRITICAL)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        for lg, lv in zip(quiet, levels):
+            lg.setLevel(lv)
 
 
 class DaskRunner:
@@ -224,6 +242,7 @@ class DaskRunner:
         self.actors = [f.result() for f in futures]
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Solve the block groups on the Dask actors and gather the results in block order."""
         futs = [a.solve({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit)
                 for a, g in zip(self.actors, self.groups)]
         out: list[BlockResult] = []
@@ -232,6 +251,7 @@ class DaskRunner:
         return sorted(out, key=lambda r: r.block)
 
     def close(self) -> None:
+        """Drop the actors (the cluster is closed by its owner)."""
         self.actors = []
         close_dask(self.client, self.cluster)
 
@@ -247,6 +267,8 @@ class ThreadRunner(SerialRunner):
         self.pool = ThreadPoolExecutor(len(self.groups)) if self.groups else None
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Every block's answer for ``y``, in block order; each thread's blocks within
+        ``time_limit`` seconds."""
         if self.pool is None:
             return []
         futs = [self.pool.submit(solve_in_turn, [(self.solvers[i], y[self.solvers[i].spec.coupling], float(theta[i]))
@@ -254,6 +276,7 @@ class ThreadRunner(SerialRunner):
         return sorted((r for f in futs for r in f.result()), key=lambda r: r.block)
 
     def close(self) -> None:
+        """Stop the threads and drop the models."""
         if self.pool is not None:
             self.pool.shutdown()
             self.pool = None

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
 import scipy.sparse as sp
 
 from .. import _validate as V
+from ..progress import Progress, report
 from .outcome import SolverLimitError
 
 
@@ -105,16 +108,52 @@ def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
         h.setOptionValue("pdlp_optimality_tolerance", max(float(tolerance), 1e-10))
 
 
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf)"
+_SIMPLEX_LINE = re.compile(rf"^\s*(\d+)\s+({_NUMBER})\s+(?:Pr|Du|Ph)", re.IGNORECASE)
+_IPX_LINE = re.compile(rf"^\s*(\d+)\*?\s+({_NUMBER})\s+({_NUMBER})\s+{_NUMBER}\s+{_NUMBER}\s+({_NUMBER})\s+[\d.]+\s*$")
+
+
+def iteration_line(solver: str, line: str, sign: float = 1.0) -> tuple[str, dict[str, Any]] | None:
+    """The iteration count and objective in one line of HiGHS's log, as a message for a person
+    and a record for a program; None for any other line. Dual simplex logs ``iteration objective
+    Pr: ...`` lines; the interior-point solver (IPX) logs ``iteration primal-objective
+    dual-objective pinf dinf gap time`` lines, of the dual model when it dualized the LP
+    (``sign`` -1 then turns its objective back into the LP's).
+
+    >>> iteration_line("simplex", "      1311     1.4655542532e+01 Pr: 0(0) 0s")
+    ('HiGHS simplex: iteration 1311, LP objective 14.66', {'iteration': 1311, 'objective': 14.655542532})
+    >>> iteration_line("ipm", "  12   -4.37427442e-01  -4.49427026e-01   1.73e-17   2.29e-07  8.31e-03  0.2", -1.0)[0]
+    'HiGHS ipm: iteration 12, LP objective 0.4374, primal-dual gap 0.00831'
+    """
+    m = _SIMPLEX_LINE.match(line)
+    if m:
+        it, obj = int(m.group(1)), float(m.group(2))
+        return f"HiGHS {solver}: iteration {it}, LP objective {obj:.4g}", {"iteration": it, "objective": obj}
+    m = _IPX_LINE.match(line)
+    if m:
+        it, obj, gap = int(m.group(1)), sign * float(m.group(2)), float(m.group(4))
+        return (f"HiGHS {solver}: iteration {it}, LP objective {obj:.4g}, primal-dual gap {gap:.3g}",
+                {"iteration": it, "objective": obj, "gap": gap})
+    return None
+
+
 class HighsLP:
     """A live HiGHS model: ``min c'x, row_lower <= A x <= row_upper, col bounds``.
 
     Args:
-        c, A, row_lower, row_upper, col_lower, col_upper: the LP (``A`` any scipy.sparse).
+        c: the objective.
+        A: the constraint matrix (any scipy.sparse).
+        row_lower: lower bounds of the rows.
+        row_upper: upper bounds of the rows.
+        col_lower: lower bounds of the variables.
+        col_upper: upper bounds of the variables.
         solver: 'simplex' (dual simplex), 'ipm' (interior point with crossover) or 'pdlp'.
         time_limit: seconds per solve (of wall-clock time: HiGHS's own limit counts the time of
             every run of a model, so it is set afresh before each one), or None.
         tolerance: primal and dual feasibility tolerance (HiGHS accepts down to 1e-10).
         presolve: HiGHS presolve; switch off where dual rays of infeasible models are needed.
+        progress: receives an 'lp' event for each iteration line HiGHS logs (iteration count
+            and objective; HiGHS logs them every few seconds), so a long solve shows where it is.
 
     HiGHS's ``threads`` option is never set: HiGHS keeps one thread scheduler per process, and
     from highspy 1.16 on a model whose ``threads`` differs from the scheduler's fails to run
@@ -125,11 +164,13 @@ class HighsLP:
     def __init__(self, c: np.ndarray, A: sp.spmatrix, row_lower: np.ndarray, row_upper: np.ndarray,
                  col_lower: np.ndarray, col_upper: np.ndarray, *, solver: str = "simplex",
                  time_limit: float | None = None, tolerance: float = 1e-9, presolve: bool = True,
-                 log: bool = False) -> None:
+                 log: bool = False, progress: Progress | None = None) -> None:
         self.h = highspy.Highs()
         self.time_limit = None if time_limit is None else V.positive_float("time_limit", time_limit, allow_inf=True)
         _configure(self.h, solver=solver, tolerance=tolerance,
                    presolve=presolve, log=log)
+        if progress is not None:
+            self._follow(progress, solver)
         A = sp.csr_matrix(A)
         A.sort_indices()
         n_row, n_col = A.shape
@@ -156,6 +197,24 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the model (passModel returned an error: coefficients out of its range?)")
         self.n_col = n_col
         self.n_row = n_row
+
+    def _follow(self, progress: Progress, solver: str) -> None:
+        """Send HiGHS's iteration lines to ``progress`` through its logging callback (the log
+        itself stays off the console)."""
+        self.h.setOptionValue("output_flag", True)
+        self.h.setOptionValue("log_to_console", False)
+
+        sign = [1.0]
+
+        def on_log(event: Any) -> None:
+            for line in str(event.message).splitlines():
+                if "Dualized model:" in line:
+                    sign[0] = -1.0 if "yes" in line else 1.0
+                found = iteration_line(solver, line, sign[0])
+                if found is not None:
+                    report(progress, "lp", found[0], found[1])
+
+        self.h.cbLogging.subscribe(on_log)
 
     # ------------------------------------------------------------- changes
     def add_rows(self, A_rows: sp.spmatrix, lower: np.ndarray, upper: np.ndarray) -> None:
@@ -199,6 +258,7 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the row bound change")
 
     def set_option(self, name: str, value: bool | float | str) -> None:
+        """Set a HiGHS option on the live model."""
         self.h.setOptionValue(name, value)
 
     def get_basis(self) -> highspy.HighsBasis | None:
@@ -267,6 +327,7 @@ class HighsLP:
         return np.asarray(ray, dtype=np.float64)
 
     def primal(self) -> np.ndarray:
+        """The primal values of the last solve."""
         return np.asarray(self.h.getSolution().col_value, dtype=np.float64)
 
 

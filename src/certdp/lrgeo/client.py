@@ -103,6 +103,7 @@ class LRGeoClient:
         raise AssertionError("unreachable")
 
     def info(self) -> Info:
+        """The server's ``/info`` (instance, world, parameters, limits), fetched once."""
         if self._info is None:
             try:
                 self._info = Info.model_validate_json(self._call("GET", "/info")[1])

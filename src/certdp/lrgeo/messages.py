@@ -194,6 +194,7 @@ class Message(BaseModel):
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     def to_json(self) -> str:
+        """The message as JSON text."""
         return self.model_dump_json()
 
     @classmethod
@@ -309,6 +310,7 @@ class ObfuscationRequest(Message):
 
     @property
     def n(self) -> int:
+        """The number of locations in the user's LR set."""
         return int(self.D_NN.shape[0])
 
 

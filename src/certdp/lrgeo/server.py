@@ -258,6 +258,7 @@ class LRGeoServer:
 
     # ------------------------------------------------------------ messages
     def handle_table_request(self, req: TableRequest) -> TableResponse:
+        """Answer a user's request for the reference table around its circle."""
         if not isinstance(req, TableRequest):
             raise ProtocolError("expected a TableRequest")
         self.circles[req.user] = (req.center.copy(), req.radius_km)

@@ -158,6 +158,7 @@ class Limits(_Model):
 
     @property
     def max_body_bytes(self) -> int:
+        """The largest request body accepted, in bytes."""
         return int(self.max_body_mb * 1024 * 1024)
 
 
@@ -175,10 +176,12 @@ class Params(_Model):
 
     @classmethod
     def of(cls, P: LRGeoParams) -> "Params":
+        """The parameters of ``P`` under the command line's names."""
         return cls(epsilon=P.epsilon, eta=P.gamma if math.isfinite(P.gamma) else None, lr_radius=P.Gamma,
                    r_obf=P.r_obf, r_exp=P.r_exp, table_cell=P.cell, hide=P.hide)
 
     def lrgeo(self) -> LRGeoParams:
+        """These parameters as the protocol's :class:`LRGeoParams`."""
         return LRGeoParams(epsilon=self.epsilon, gamma=math.inf if self.eta is None else self.eta,
                            Gamma=self.lr_radius, r_obf=self.r_obf, r_exp=self.r_exp, cell=self.table_cell,
                            hide=self.hide)
@@ -196,6 +199,8 @@ class WorldSpec(_Model):
 
 
 class Info(_Model):
+    """What ``/info`` answers: instance, version, world, parameters, circle radius, limits, method."""
+
     instance: str
     version: str
     world: WorldSpec
@@ -229,6 +234,7 @@ class WorldMap(_ArrayModel):
 
     @classmethod
     def of(cls, world: World) -> "WorldMap":
+        """The public map of ``world``: its cells, their road nodes and the road graph."""
         g = sp.csr_matrix(world.road.graph)
         return cls(name=world.name, fingerprint=fingerprint(world), shape=(world.shape[0], world.shape[1]),
                    lat0=world.lat0,
@@ -247,21 +253,29 @@ class TableGrant(_ArrayModel):
 
 
 class Accepted(_Model):
+    """The answer to an accepted upload: the user it was filed under."""
+
     user: str
     status: Literal["accepted"] = "accepted"
 
 
 class Pending(_Model):
+    """The answer while a user's round has not been solved yet."""
+
     user: str
     status: Literal["pending"] = "pending"
 
 
 class Health(_Model):
+    """The answer of ``/health``."""
+
     status: Literal["ok"] = "ok"
     instance: str
 
 
 class ErrorBody(_Model):
+    """The body of every refusal: one sentence saying what was wrong."""
+
     error: str
     instance: str
 
@@ -280,6 +294,8 @@ class RoundRecord(_Model):
 
 
 class Stats(_Model):
+    """What ``/stats`` answers: users in flight by state, rounds solved and the latest rounds."""
+
     instance: str
     table_seconds: float
     users_in_flight: dict[str, int]
@@ -298,6 +314,7 @@ class WorldBounds:
 
     @classmethod
     def of(cls, world: World, P: LRGeoParams) -> "WorldBounds":
+        """The bounds the service checks uploads against, from ``world`` and ``P``."""
         def most_within(r: float) -> int:
             if not math.isfinite(r):
                 return world.K
@@ -383,16 +400,19 @@ class RoundScheduler:
 
     # ------------------------------------------------------------ public state
     def info(self) -> Info:
+        """What ``/info`` reports."""
         return Info(instance=self.instance, version=__version__, world=self.world_spec, params=Params.of(self.params),
                     circle_radius_km=self.params.circle_radius, limits=self.limits,
                     method=self.method)   # type: ignore[arg-type]
 
     def world_map_json(self) -> str:
+        """The world's map as JSON, built once."""
         if self._map_json is None:
             self._map_json = WorldMap.of(self.world).model_dump_json()
         return self._map_json
 
     def stats(self) -> Stats:
+        """Counts of users by state and of rounds, for ``/stats``."""
         with self._cv:
             states: dict[str, int] = {}
             for u in self._users.values():
@@ -479,6 +499,7 @@ class RoundScheduler:
                 self._cv.wait(timeout=left)
 
     def close(self) -> None:
+        """Stop the scheduler's round thread."""
         with self._cv:
             self._stop = True
             self._cv.notify_all()

@@ -86,6 +86,7 @@ class LRGeoParams:
 
     @property
     def circle_radius(self) -> float:
+        """The radius (km) of the circle whose table the user asks for: 2 Gamma + r_obf."""
         return 2.0 * self.lr_radius + self.r_obf
 
     @property
@@ -148,9 +149,11 @@ class LRGeoUser:
 
     @property
     def n(self) -> int:
+        """The size of the user's LR set."""
         return int(len(self.lr))
 
     def table_request(self) -> TableRequest:
+        """The request for the reference table around the user (a circle, not the location)."""
         return TableRequest(user=self.name, center=self.world.latlon[self.anchor].copy(),
                             radius_km=self.params.circle_radius)
 

@@ -184,13 +184,16 @@ class Pricer:
 
     @property
     def fallbacks(self) -> int:
+        """How many pricing LPs fell back to another HiGHS algorithm."""
         return self.group.fallbacks
 
     @property
     def failures(self) -> int:
+        """How many pricing LPs failed."""
         return self.group.failures
 
     def close(self) -> None:
+        """Shut the thread pool down."""
         if self.pool is not None:
             self.pool.shutdown()
 
@@ -311,6 +314,7 @@ class ProcessPricer(_GroupedPricer):
         return self.workers[i].submit(lam)
 
     def close(self) -> None:
+        """Stop the worker processes."""
         for w in self.workers:
             w.close()
         self.workers = []
@@ -346,5 +350,6 @@ class DaskPricer(_GroupedPricer):
             return None
 
     def close(self) -> None:
+        """Drop the workers (the cluster is closed by its owner)."""
         self.workers = []
         close_dask(self.client, self.cluster)
