@@ -11,7 +11,7 @@ from .audit import verify
 from .certify import certify
 from .datasets import build_space, parse_dataset
 from .graph import MDPGraph
-from .lp.outcome import SolverLimitError
+from .lp.outcome import SolverLimitError, Status
 from .measures import expected_loss, quantile_loss, worst_case_loss
 from .mechanism import Mechanism, SolveResult
 from .progress import ProgressEvent
@@ -21,6 +21,6 @@ from .space import Space
 __version__ = "0.2.0"
 
 __all__ = [
-    "METHODS", "MDPGraph", "Mechanism", "ProgressEvent", "SolveResult", "SolverLimitError", "Space", "build_space",
-    "certify", "expected_loss", "parse_dataset", "quantile_loss", "solve", "verify", "worst_case_loss",
+    "METHODS", "MDPGraph", "Mechanism", "ProgressEvent", "SolveResult", "SolverLimitError", "Space", "Status",
+    "build_space", "certify", "expected_loss", "parse_dataset", "quantile_loss", "solve", "verify", "worst_case_loss",
 ]

@@ -145,7 +145,7 @@ def write_json(path: str | Path, obj: Any) -> Path:
 def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
     """Write named arrays as a compressed ``.npz`` to ``path`` atomically (no pickle)."""
     with atomic_target(path, ".npz") as tmp:
-        np.savez_compressed(tmp, **arrays)
+        np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
     return Path(path)
 
 

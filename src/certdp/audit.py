@@ -319,7 +319,7 @@ def read_mechanism_file(path: str | Path) -> MechanismFile:
     if not isinstance(meta, dict):
         raise MechanismFileError(f"{p}: 'metadata' is not a JSON object")
     return MechanismFile(path=str(p), epsilon=eps, eta=eta, metric=metric, metadata=meta,
-                         format=None if fmt is None else FORMAT, **arrays)  # type: ignore[arg-type]
+                         format=None if fmt is None else FORMAT, **arrays)
 
 
 # --------------------------------------------------------------- what the file claims
@@ -391,7 +391,7 @@ def file_pairs(f: MechanismFile) -> tuple[np.ndarray, np.ndarray]:
     """The protected pairs recomputed from a complete, valid file's own geometry."""
     pts = None if f.metric == "precomputed" else np.asarray(f.points, dtype=np.float64)
     D = None if f.metric != "precomputed" else check_distance_matrix(f.distance_matrix)
-    return neighbor_pairs(float(f.eta), str(f.metric), points=pts, distance_matrix=D)  # type: ignore[arg-type]
+    return neighbor_pairs(float(f.eta), str(f.metric), points=pts, distance_matrix=D)
 
 
 def pair_list_problems(n: int, stored: tuple[np.ndarray, np.ndarray], pairs: tuple[np.ndarray, np.ndarray],
@@ -535,10 +535,10 @@ def audit_with_pairs(f: MechanismFile, *, q: float = 0.95, space: Space | None =
     none = dict(verify=None, expected_loss=None, worst_case_loss=None, quantile_loss=None, pairs_checked=0)
     why = _missing(f)
     if why:
-        return AuditReport(status="unverifiable", problems=tuple(why), **none, **base), None  # type: ignore[arg-type]
+        return AuditReport(status="unverifiable", problems=tuple(why), **none, **base), None
     if not (math.isfinite(f.epsilon) and f.epsilon > 0):
         return AuditReport(status="failed", problems=(f"its epsilon must be finite and > 0, got {f.epsilon!r}",),
-                           **none, **base), None  # type: ignore[arg-type]
+                           **none, **base), None
     problems = _geometry_problems(f)
     if space is not None:
         problems += owner_problems(f, space)
@@ -547,7 +547,7 @@ def audit_with_pairs(f: MechanismFile, *, q: float = 0.95, space: Space | None =
     elif space is None and not problems:
         pairs = file_pairs(f)
     else:
-        return AuditReport(status="failed", problems=tuple(problems), **none, **base), None  # type: ignore[arg-type]
+        return AuditReport(status="failed", problems=tuple(problems), **none, **base), None
     E, d = pairs
     if f.edges is not None or f.edge_distance is not None:
         if f.edges is None or f.edge_distance is None:
@@ -571,7 +571,7 @@ def audit_with_pairs(f: MechanismFile, *, q: float = 0.95, space: Space | None =
         problems = [f"it protects no pair: no two of its {n} records are within eta={f.eta:g} of each other in "
                     f"{against}, so any matrix would pass (audit with --allow-no-pairs if that is intended)"]
     rep_out = AuditReport(status=status, problems=tuple(problems), verify=rep, expected_loss=el, worst_case_loss=wl,
-                          quantile_loss=ql, pairs_checked=int(len(E)), **base)  # type: ignore[arg-type]
+                          quantile_loss=ql, pairs_checked=int(len(E)), **base)
     return rep_out, (pairs if status == "passed" else None)
 
 

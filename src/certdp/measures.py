@@ -92,7 +92,7 @@ def epsilon_tight(matrix: np.ndarray, distance: np.ndarray, delta: float = 1e-3,
     ``sum_w max(0, M_uw - t M_vw) <= delta``; that t is found exactly (sorting the ratios), and
     epsilon_tight is the largest ln(t) / d(u, v) over pairs. Pairs are screened first against
     the running maximum (one vectorised pass, chunked), and only those that could raise it
-    are solved exactly, so n = 400 takes about a second.
+    are solved exactly.
 
     Args:
         matrix: (N, K) row-stochastic matrix.

@@ -30,7 +30,7 @@ from ._io import output_path, write_npz
 from .audit import (FORMAT, MechanismFile, VerifyReport, audit_with_pairs, pair_list_problems, read_mechanism_file,
                     verify)
 from .certify import CertifyReport, certify
-from .lp.outcome import SolverLimitError, relative_gap
+from .lp.outcome import SolverLimitError, Status, relative_gap
 from .measures import expected_loss, worst_case_loss
 from .randomness import RNGLike, sample_rows
 from .space import Geometry
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "UnverifiedMechanismError",
+__all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "Status", "UnverifiedMechanismError",
            "relative_gap"]
 
 
@@ -69,6 +69,17 @@ class Mechanism:
 
     __slots__ = ("_matrix", "epsilon", "edges", "edge_distance", "geometry", "output_records", "cost",
                  "prior", "metadata", "verification", "_cdf")
+    _matrix: np.ndarray
+    epsilon: float
+    edges: np.ndarray
+    edge_distance: np.ndarray
+    geometry: Geometry | None
+    output_records: np.ndarray | None
+    cost: np.ndarray | None
+    prior: np.ndarray | None
+    metadata: Mapping[str, Any]
+    verification: VerifyReport
+    _cdf: np.ndarray | None
 
     def __init__(self, matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,
                  *, geometry: Geometry | None = None, output_records: np.ndarray | None = None,
@@ -130,11 +141,25 @@ class Mechanism:
         raise AttributeError(f"a Mechanism cannot be changed after it is certified (deleting {name!r})")
 
     @classmethod
-    def certified(cls, space: "Space", matrix: np.ndarray, **metadata: Any) -> tuple["Mechanism", CertifyReport]:
-        """Certify ``matrix`` (a solver's approximately feasible answer) on every neighbouring
-        pair of ``space`` and wrap it with the space's costs, prior and outputs. ``metadata``
-        (method, options) is stored with the instance's name, eta and the mixing certification
-        needed."""
+    def certified(cls, space: "Space | Geometry", matrix: np.ndarray, *, epsilon: float | None = None,
+                  **metadata: Any) -> tuple["Mechanism", CertifyReport]:
+        """The one way a solver's matrix becomes a Mechanism: certify ``matrix`` (an
+        approximately feasible answer) on every neighbouring pair and wrap it.
+
+        ``space`` is the :class:`~certdp.space.Space` the matrix solves (its epsilon, pairs,
+        costs, prior and outputs are used), or, for records that are not a Space (an LR-Geo
+        user's LR set), their :class:`~certdp.space.Geometry` with ``epsilon``. ``metadata``
+        (method, options) is stored with eta, the instance's name and seed, and the mixing
+        certification needed."""
+        if isinstance(space, Geometry):
+            if epsilon is None:
+                raise TypeError("Mechanism.certified on a Geometry needs epsilon=")
+            edges, dist = space.pairs()
+            Zc, cert = certify(matrix, epsilon, edges, dist)
+            meta = {**metadata, "eta": space.eta, "certify_mixing": cert.mixing}
+            return cls(Zc, epsilon, edges, dist, geometry=space, metadata=meta), cert
+        if epsilon is not None:
+            raise TypeError("Mechanism.certified on a Space takes its epsilon from the space")
         edges, dist = space.neighbor_pairs
         Zc, cert = certify(matrix, space.epsilon, edges, dist)
         log.debug("certified a %d x %d matrix on %d pairs: mixing %.3g, %d round(s)", Zc.shape[0], Zc.shape[1],
@@ -182,9 +207,11 @@ class Mechanism:
 
     # --------------------------------------------------------------- sampling
     def _cdfs(self) -> np.ndarray:
-        if self._cdf is None:
-            object.__setattr__(self, "_cdf", _read_only(np.cumsum(self._matrix, axis=1)))
-        return self._cdf
+        cdf = self._cdf
+        if cdf is None:
+            cdf = _read_only(np.cumsum(self._matrix, axis=1))
+            object.__setattr__(self, "_cdf", cdf)
+        return cdf
 
     def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray:
         """Draw one output index for each record index in ``records``.
@@ -217,7 +244,7 @@ class Mechanism:
         if g is None:
             raise ValueError("this mechanism does not carry the records' coordinates and eta, so a file of it "
                              "could not be audited; build it with Mechanism.certified or pass geometry=")
-        arrays: dict[str, np.ndarray] = {
+        arrays: dict[str, Any] = {
             "format": np.array(FORMAT),
             "matrix": self._matrix,
             "epsilon": np.float64(self.epsilon),
@@ -230,9 +257,9 @@ class Mechanism:
             "metadata": np.array(json.dumps(dict(self.metadata), default=_json_default)),
         }
         if g.metric == "precomputed":
-            arrays["distance_matrix"] = g.distance_matrix  # type: ignore[assignment]
+            arrays["distance_matrix"] = g.distance_matrix
         else:
-            arrays["points"] = g.points  # type: ignore[assignment]
+            arrays["points"] = g.points
         if self.cost is not None:
             arrays["cost"] = self.cost
         if self.prior is not None:
@@ -290,9 +317,20 @@ class SampledMechanism(Protocol):
     """A mechanism without a closed-form matrix (Madlib, planar Laplace): it can only be sampled;
     its losses are estimates (see :mod:`certdp.family.additive`)."""
 
-    epsilon: float
-    n_records: int
-    n_outputs: int
+    @property
+    def epsilon(self) -> float:
+        """The privacy budget per unit distance."""
+        ...
+
+    @property
+    def n_records(self) -> int:
+        """The number of records (rows)."""
+        ...
+
+    @property
+    def n_outputs(self) -> int:
+        """The number of outputs."""
+        ...
 
     def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray:
         """Draw one output index for each record index."""
@@ -305,9 +343,8 @@ class SolveResult:
     Attributes:
         mechanism: the certified mechanism (passes the exact audit).
         method: the algorithm that produced it.
-        status: 'optimal' (gap within the request), 'time_limit', 'iteration_limit',
-            'approximate' (the solver stopped at its own tolerance, e.g. PDLP; ``gap`` is still
-            true) or 'heuristic' (no optimality claim, e.g. ExpMech).
+        status: how the run ended, a :class:`~certdp.lp.outcome.Status`; its table says which
+            statuses carry a certified matrix and which a rigorous lower bound.
         upper_bound: the objective of ``mechanism`` itself (expected loss, or the worst-case
             loss max_w L(M, w) when ``objective == 'worst'``).
         lower_bound: a valid lower bound on the optimal objective of the problem solved, or
@@ -323,7 +360,7 @@ class SolveResult:
 
     mechanism: "Mechanism | SampledMechanism"
     method: str
-    status: str
+    status: Status
     upper_bound: float
     lower_bound: float | None
     gap: float | None
@@ -333,6 +370,10 @@ class SolveResult:
     stats: dict[str, Any] = field(default_factory=dict)
     objective: str = "expected"
     message: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            raise TypeError(f"SolveResult.status must be a certdp.Status, got {self.status!r}")
 
     @property
     def expected_loss(self) -> float:
@@ -348,7 +389,7 @@ class SolveResult:
         """The mechanism's worst-case loss (paper 002, Eq. 1)."""
         if self.objective == "worst":
             return self.upper_bound
-        if isinstance(self.mechanism, Mechanism):
+        if isinstance(self.mechanism, Mechanism) and self.mechanism.cost is not None:
             return worst_case_loss(self.mechanism.matrix, self.mechanism.cost)
         return float(self.stats["worst_case_loss"])
 

@@ -267,16 +267,6 @@ class Space:
         pts = self.points if rows is None else self.points[rows]
         return pairwise(np.atleast_2d(pts), self.points, self.metric)
 
-    def pair_distance(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """Distances between records ``i[t]`` and ``j[t]``."""
-        i = np.asarray(i, dtype=np.int64)
-        j = np.asarray(j, dtype=np.int64)
-        if self.metric == "precomputed":
-            assert self.distance_matrix is not None
-            return self.distance_matrix[i, j]
-        assert self.points is not None
-        return paired(self.points[i], self.points[j], self.metric)
-
     @property
     def geometry(self) -> Geometry:
         """The facts that decide the protected pairs (stored in every mechanism file)."""
@@ -293,12 +283,13 @@ class Space:
 
     def _check_no_duplicates(self) -> None:
         """Two records at distance 0 make the metric a pseudo-metric: refuse them."""
-        if self.metric == "precomputed":
+        pts = self.points
+        if self.metric == "precomputed" or pts is None:
             return  # check_distance_matrix already refused zero off-diagonal entries
-        cand = _candidate_pairs(self.metric, self.points, self.n_records, 0.0)
+        cand = _candidate_pairs(self.metric, pts, self.n_records, 0.0)
         if len(cand):
             cand = np.asarray(cand, dtype=np.int64)
-            d = paired(self.points[cand[:, 0]], self.points[cand[:, 1]], self.metric)
+            d = paired(pts[cand[:, 0]], pts[cand[:, 1]], self.metric)
             dup = cand[d <= 0.0]
             if len(dup):
                 i, j = dup[0]
@@ -310,10 +301,6 @@ class Space:
     def with_epsilon(self, epsilon: float) -> "Space":
         """The same instance with another privacy budget."""
         return dataclasses.replace(self, epsilon=epsilon)
-
-    def with_eta(self, eta: float) -> "Space":
-        """The same instance with another neighbour threshold."""
-        return dataclasses.replace(self, eta=eta)
 
     def describe(self) -> dict[str, Any]:
         """A small summary for logs and JSON output."""

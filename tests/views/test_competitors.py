@@ -16,8 +16,6 @@ from certdp.views.view import Workload
 from .tensors import random_tensor
 
 
-
-
 @given(st.integers(0, 10_000), st.floats(0.01, 5.0))
 @settings(max_examples=30, deadline=None)
 def test_competitors_never_overspend(seed, eps):

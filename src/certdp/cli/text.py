@@ -55,7 +55,7 @@ def sanitize(embeddings: str | None, words: str | None, epsilon: float | None, v
     vocabulary are kept. The text is read from stdin and written to stdout; what changed goes to
     stderr. Every pair of vocabulary words u, v is protected at epsilon times their embedding
     distance; words outside the vocabulary are not protected."""
-    from .mechanisms import parse_lambdas
+    from ..solve import parse_numbers
 
     with friendly_errors():
         if mechanism_path is None and (embeddings is None or epsilon is None):
@@ -69,7 +69,7 @@ def sanitize(embeddings: str | None, words: str | None, epsilon: float | None, v
         if r is not None:
             options["r"] = r
         if lambdas is not None:
-            options["lambdas"] = parse_lambdas(lambdas)
+            options["lambdas"] = parse_numbers("--lambdas", lambdas)
         if options and method != "constopt":
             raise ValueError(f"--r and --lambdas are options of --method constopt, not {method}")
         target = save_path
@@ -84,6 +84,7 @@ def sanitize(embeddings: str | None, words: str | None, epsilon: float | None, v
     if quiet:
         return
     m = s.mechanism_
+    assert m.geometry is not None   # built by Mechanism.certified or loaded from an audited file
     if as_json:
         report = {**result.counts, "vocabulary": m.n_records, "epsilon": m.epsilon, "eta": m.geometry.eta,
                   "method": m.metadata.get("method"), "saved": str(saved) if saved else None}

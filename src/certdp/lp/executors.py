@@ -1,5 +1,6 @@
-"""Executors for Benders subproblems: serial, a local process pool, and Dask; and how every
-worker process of the library is started (:func:`worker_context`).
+"""Executors for Benders subproblems: threads of this process, local worker processes, and
+Dask; the one vocabulary of executors (:data:`EXECUTORS`) of every engine; and how every worker
+process of the library is started (:func:`worker_context`).
 
 Every executor keeps each block's HiGHS model alive in one place for the whole run (a worker
 process, or a Dask actor), sends it only the coupled master values each iteration, and gets
@@ -15,6 +16,7 @@ import logging
 import multiprocessing as mp
 import signal
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -23,7 +25,10 @@ import numpy as np
 from .._optional import require
 from .benders import BlockResult, BlockSolver, BlockSpec, SerialRunner, solve_in_turn
 
-EXECUTORS = ("serial", "process", "dask")
+EXECUTORS = ("threads", "process", "dask")
+"""Where an engine's parallel work (Benders subproblems, the outputs decomposition's pricing)
+runs: on ``workers`` threads of this process (one: in turn), on ``workers`` local worker
+processes, or on a Dask cluster. The result does not depend on it."""
 
 
 def _balance(blocks: Sequence[BlockSpec], workers: int) -> list[list[int]]:
@@ -251,11 +256,38 @@ class DaskRunner:
         close_dask(self.client, self.cluster)
 
 
-def make_runner(blocks: Sequence[BlockSpec], *, executor: str = "serial", workers: int = 2,
+class ThreadRunner(SerialRunner):
+    """All blocks in this process, spread over ``workers`` threads, each solving its blocks in
+    turn (HiGHS releases the GIL while it solves, and each block's model is only ever used by
+    its own thread)."""
+
+    def __init__(self, blocks: Sequence[BlockSpec], workers: int, tolerance: float = 1e-9) -> None:
+        super().__init__(blocks, tolerance)
+        self.groups = _balance(list(blocks), max(1, workers))
+        self.pool = ThreadPoolExecutor(len(self.groups)) if self.groups else None
+
+    def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Every block's answer for ``y``, in block order; each thread's blocks within
+        ``time_limit`` seconds."""
+        if self.pool is None:
+            return []
+        futs = [self.pool.submit(solve_in_turn, [(self.solvers[i], y[self.solvers[i].spec.coupling], float(theta[i]))
+                                                 for i in g], time_limit) for g in self.groups]
+        return sorted((r for f in futs for r in f.result()), key=lambda r: r.block)
+
+    def close(self) -> None:
+        """Stop the threads and drop the models."""
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+        super().close()
+
+
+def make_runner(blocks: Sequence[BlockSpec], *, executor: str = "threads", workers: int = 1,
                 address: str | None = None, tolerance: float = 1e-9) -> Any:
-    """Build the executor named ``executor`` ('serial', 'process' or 'dask')."""
-    if executor == "serial":
-        return SerialRunner(blocks, tolerance)
+    """Build the executor named ``executor`` (one of :data:`EXECUTORS`)."""
+    if executor == "threads":
+        return SerialRunner(blocks, tolerance) if workers <= 1 else ThreadRunner(blocks, workers, tolerance)
     if executor == "process":
         return ProcessRunner(blocks, workers, tolerance)
     if executor == "dask":

@@ -86,11 +86,6 @@ class LPSolution:
     iterations: int
     seconds: float
 
-    @property
-    def optimal(self) -> bool:
-        """Whether HiGHS reported an optimal solution."""
-        return self.status == "optimal"
-
 
 def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
                presolve: bool, log: bool) -> None:
@@ -255,18 +250,19 @@ class HighsLP:
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Change the bounds of the given rows (the model and basis are kept)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)
-        st = self.h.changeRowsBounds(int(len(rows)), rows,
+        # (changeRowsBounds and getDualRay exist at run time but not in highspy's type stubs)
+        st = self.h.changeRowsBounds(int(len(rows)), rows,  # type: ignore[attr-defined]
                                      np.ascontiguousarray(lower, dtype=np.float64),
                                      np.ascontiguousarray(upper, dtype=np.float64))
         if st == highspy.HighsStatus.kError:
             raise SolverLimitError("HiGHS rejected the row bound change")
 
-    def set_option(self, name: str, value: object) -> None:
+    def set_option(self, name: str, value: bool | float | str) -> None:
         """Set a HiGHS option on the live model."""
         self.h.setOptionValue(name, value)
 
-    def get_basis(self) -> object | None:
-        """The current simplex basis (an opaque HiGHS object), or None if there is none."""
+    def get_basis(self) -> highspy.HighsBasis | None:
+        """The current simplex basis, or None if there is none."""
         b = self.h.getBasis()
         return b if b.valid else None
 
@@ -276,7 +272,7 @@ class HighsLP:
         self.h.setOptionValue("solver", "simplex")
         self.h.setOptionValue("simplex_strategy", 1)
 
-    def set_basis(self, basis: object) -> bool:
+    def set_basis(self, basis: highspy.HighsBasis) -> bool:
         """Start the next solve from ``basis`` (from a model with the same shape); switches the
         solver to dual simplex, which is what can use it. Returns False if HiGHS refused it."""
         self.use_dual_simplex()
@@ -325,14 +321,10 @@ class HighsLP:
 
     def dual_ray(self) -> np.ndarray | None:
         """A dual ray proving infeasibility (HiGHS ``getDualRay``), or None if none exists."""
-        st, has, ray = self.h.getDualRay()
+        st, has, ray = self.h.getDualRay()  # type: ignore[attr-defined]
         if st == highspy.HighsStatus.kError or not has:
             return None
         return np.asarray(ray, dtype=np.float64)
-
-    def row_duals(self) -> np.ndarray:
-        """The row duals of the last solve."""
-        return np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
 
     def primal(self) -> np.ndarray:
         """The primal values of the last solve."""
