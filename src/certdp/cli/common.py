@@ -3,6 +3,7 @@ progress line, output-path and seed handling, deprecated option names, and numbe
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import secrets
@@ -17,9 +18,14 @@ import click
 from rich.console import Console
 
 from .._optional import MissingExtraError
-from ..audit import MechanismFileError
 from ..lp.outcome import SolverLimitError
 from ..progress import ProgressEvent
+from .interrupt import finish, stop_guard, stop_requested
+
+COMMAND_MODULES = ("mechanisms", "files", "views", "lrgeo")
+"""The modules of ``certdp.cli`` that define the subcommands. The group imports them (and
+with them numpy, scipy, HiGHS...) when its commands are first needed: inside the command's
+signal handling, so that Ctrl-C during those imports is answered like anywhere else."""
 
 err = Console(stderr=True)
 out = Console()
@@ -27,23 +33,53 @@ out = Console()
 
 class OneLineErrors(click.Group):
     """A command group whose usage errors (a missing option, a value of the wrong type) are one
-    line, ``Error: ...``, with exit status 2, like every other bad input."""
+    line, ``Error: ...``, with exit status 2, like every other bad input; and whose commands
+    stop on SIGINT, SIGTERM and SIGHUP as :mod:`certdp.cli.interrupt` describes (one line,
+    exit status 128 + the signal's number, no partial file, no process left)."""
+
+    _loaded = False
+
+    @property
+    def commands(self) -> dict[str, click.Command]:   # type: ignore[override]
+        """The subcommands, their modules imported on first use (:data:`COMMAND_MODULES`)."""
+        if not self._loaded:
+            self._loaded = True
+            for name in COMMAND_MODULES:
+                importlib.import_module(f"{__package__}.{name}")
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._commands = value
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
-        try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
-        except click.UsageError as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
-            click.echo("Aborted: nothing was written", err=True)
-            sys.exit(130)
+        with stop_guard():
+            if not standalone_mode:
+                return super().main(*args, standalone_mode=False, **kwargs)
+            try:
+                rv = super().main(*args, standalone_mode=False, **kwargs)
+            except click.UsageError as exc:
+                click.echo(f"Error: {exc.format_message()}", err=True)
+                sys.exit(exc.exit_code)
+            except click.ClickException as exc:
+                exc.show()
+                sys.exit(exc.exit_code)
+            except click.exceptions.Abort:
+                if stop_requested():
+                    finish("main")
+                click.echo("Aborted: nothing was written", err=True)
+                sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a stop signal ends the process here, before click would turn it
+        into an Abort (and print an empty line)."""
+        try:
+            return super().invoke(ctx)
+        except BaseException:
+            if stop_requested():
+                finish("main")
+            raise
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,21 +105,36 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+class WorkerFailure(click.ClickException):
+    """A worker process was lost (killed, out of memory, its machine gone) and could not be
+    replaced: exit status 4."""
+
+    exit_code = 4
+
+
 @contextmanager
 def friendly_errors() -> Iterator[None]:
     """Turn bad input into a one-line error (exit 2), a solver limit or a missing extra into a
-    one-line failure (exit 1), and Ctrl-C into exit 130, never a traceback."""
+    one-line failure (exit 1), a lost worker into a one-line failure (exit 4), never a
+    traceback. A stop signal (Ctrl-C) ends the process as :mod:`certdp.cli.interrupt` says,
+    whatever it was raised as on its way here."""
     try:
         yield
-    except (ValueError, TypeError, MechanismFileError) as exc:
-        raise BadInput(_one_line(exc)) from None
-    except (SolverLimitError, MissingExtraError) as exc:
-        raise click.ClickException(_one_line(exc)) from None
-    except MemoryError:
-        raise click.ClickException("out of memory: the instance is too large for this machine") from None
-    except KeyboardInterrupt:
-        err.print("interrupted: nothing was written")
-        sys.exit(130)
+    except BaseException as exc:
+        if stop_requested():
+            finish("main")
+        from ..audit import MechanismFileError
+        from ..lp.executors import WorkerLost
+
+        if isinstance(exc, (ValueError, TypeError, MechanismFileError)):
+            raise BadInput(_one_line(exc)) from None
+        if isinstance(exc, (SolverLimitError, MissingExtraError)):
+            raise click.ClickException(_one_line(exc)) from None
+        if isinstance(exc, WorkerLost):
+            raise WorkerFailure(_one_line(exc)) from None
+        if isinstance(exc, MemoryError):
+            raise click.ClickException("out of memory: the instance is too large for this machine") from None
+        raise
 
 
 def fmt(v: Any, digits: int = 4) -> str:
