@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False       # typing.TYPE_CHECKING, without importing typing at start-up
 
 __version__ = "0.2.0"
 
@@ -48,14 +49,14 @@ class _Package(types.ModuleType):
     import system binds such a module to the package when it loads it, and the package keeps
     the function instead, as ``from .solve import solve`` would."""
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         if name not in _EXPORTS:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(f"{self.__name__}.{_EXPORTS[name]}"), name)
         setattr(self, name, value)
         return value
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name \
                 and value.__name__ == f"{self.__name__}.{name}":
             value = getattr(value, name)

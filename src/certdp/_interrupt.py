@@ -20,7 +20,9 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+TYPE_CHECKING = False       # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, Iterator
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 """The signals that ask the process to stop: Ctrl-C, ``kill`` (and service managers), and a

@@ -53,7 +53,7 @@ class OneLineErrors(click.Group):
         self._commands = value
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        with stop_guard():
+        with stop_guard():      # in force already when run as the program (certdp.cli.run)
             if not standalone_mode:
                 return super().main(*args, standalone_mode=False, **kwargs)
             try:

@@ -24,13 +24,18 @@ command group around every command; while it is in force:
 The line says which signal arrived, where the main thread was (its innermost function in
 certdp), how long the stop took and what was written::
 
-    interrupted by SIGINT during pmo.benders.solve_benders: stopped in 0.012 s, nothing was written
+    interrupted by SIGINT during pmo.benders:solve_benders: stopped in 0.012 s, nothing was written
 
 A program that drives certdp can ask for the same as JSON: with ``CERTDP_INTERRUPT_REPORT``
 set to a file name, :func:`finish` writes there the signal, the exit status, the main thread's
 certdp frames (innermost first), the signal's arrival and the stop's end (``time.time()``
 seconds; the arrival as stamped by the kernel where the platform can), the latency between
-them, which thread finished and how many processes it ended.
+them, which thread finished, how many processes it ended and the files written before it. A
+command notes there when its stop handling is in place (``started``) and when it returns
+(``completed``), and a stop signal that arrives
+after that, while the process exits, adds itself (``late``): every signal the command
+received is on record, which is how ``benchmarks/cli/interrupt_latency.py`` tells a signal
+that came too late to stop anything from one that was lost.
 
 A signal ignored when the command starts (``nohup``, a background job of a non-interactive
 shell) stays ignored.
@@ -38,7 +43,6 @@ shell) stays ignored.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -47,7 +51,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+TYPE_CHECKING = False       # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, Iterator
 
 from .. import _interrupt
 from .._interrupt import STOP_SIGNALS, Interrupted
@@ -67,9 +73,13 @@ class _Stop:
     """The first stop signal and where it found the main thread."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()      # the main thread's handler may take it while the thread holds it
         self.finishing = threading.Lock()
         self.signum: int | None = None
+        self.done = False                  # the command has returned; the process is exiting
+        self.completed = False             # ... and it returned normally
+        self.completed_at: float | None = None
+        self.late_noted = False
         self.watched = threading.Event()   # the watchdog has recorded the kernel's timestamp
         self.arrival: float | None = None
         self.arrival_source = ""
@@ -96,24 +106,27 @@ def _main_frame() -> Any:
 
 
 def _certdp_frames(frame: Any) -> list[str]:
-    """The certdp functions on a thread's stack, innermost first, as 'module.qualname' with
+    """The certdp functions on a thread's stack, innermost first, as 'module:qualname' with
     the 'certdp.' prefix dropped."""
     names = []
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.startswith("certdp.") and module != __name__:
-            names.append(f"{module[len('certdp.'):]}.{frame.f_code.co_qualname}")
+            names.append(f"{module[len('certdp.'):]}:{frame.f_code.co_qualname}")
         frame = frame.f_back
     return names
 
 
 def _on_signal(signum: int, frame: Any) -> None:
-    """The main thread's handler: record the stop and raise, once; later signals are answered
-    by the stop already under way."""
+    """The main thread's handler: record the stop and raise, once, while the command runs;
+    later signals are answered by the stop already under way, and a signal after the command
+    has returned by the watchdog, if the process has not exited by then."""
     assert _stop is not None
     _interrupt.request_stop()
-    if _stop.record(signum, time.time(), "handler", frame):
+    if _stop.record(signum, time.time(), "handler", frame) and not _stop.done:
         raise Interrupted(signal.Signals(signum).name)
+    if _stop.done:
+        _late(signum)
 
 
 def _receive(sock: socket.socket) -> tuple[int, float | None, str]:
@@ -138,6 +151,8 @@ def _watch(sock: socket.socket) -> None:
         _interrupt.request_stop()
         _stop.record(signum, arrival, source)
         _stop.watched.set()
+        if _stop.done:
+            _late(signum)
         deadline = (_stop.arrival or arrival or time.time()) + GRACE
         time.sleep(max(0.0, deadline - time.time()))
         finish("watchdog")
@@ -237,20 +252,42 @@ def finish(by: str) -> None:
     end = time.time()
     arrival = _stop.arrival if _stop.arrival is not None else end
     signame = signal.Signals(signum).name
+    if _stop.completed:       # the command's output is complete: let it out
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
     line = _message(signame, _stop.stack, end - arrival, written)
     prefix = "\r\x1b[2K\x1b[?25h" if os.isatty(2) else ""   # clear a spinner's line, show the cursor again
     os.write(2, (prefix + line + "\n").encode("utf-8", "replace"))
+    _report(signal=signame, exit_status=128 + signum, stack=_stop.stack, arrival=arrival,
+            arrival_source=_stop.arrival_source, finished=end, latency=end - arrival, finished_by=by,
+            processes_ended=ended, written=[str(p) for p in written], completed=_stop.completed_at)
+    os._exit(128 + signum)
+
+
+def _report(**fields: Any) -> None:
+    """Write the JSON report to the file named by :data:`REPORT_ENV`, if it is set."""
     path = os.environ.get(REPORT_ENV)
     if path:
-        report = {"signal": signame, "exit_status": 128 + signum, "stack": _stop.stack, "arrival": arrival,
-                  "arrival_source": _stop.arrival_source, "finished": end, "latency": end - arrival,
-                  "finished_by": by, "processes_ended": ended, "written": [str(p) for p in written]}
+        import json
+
         try:
             with open(path, "w") as f:
-                f.write(json.dumps(report))
+                f.write(json.dumps(fields))
         except OSError:
             pass
-    os._exit(128 + signum)
+
+
+def _late(signum: int) -> None:
+    """Record, once, a stop signal that arrived after the command had returned (the process is
+    exiting; the watchdog ends it if it has not within :data:`GRACE` seconds)."""
+    assert _stop is not None
+    with _stop.lock:
+        if not _stop.late_noted:
+            _stop.late_noted = True
+            _report(signal=signal.Signals(signum).name, completed=_stop.completed_at, arrival=_stop.arrival,
+                    arrival_source=_stop.arrival_source, late=True)
 
 
 def stop_requested() -> bool:
@@ -258,10 +295,29 @@ def stop_requested() -> bool:
     return _stop is not None and _stop.signum is not None
 
 
+def _returned() -> None:
+    """The command has returned: a stop signal no longer raises; one that came before is
+    answered now; the return is on record."""
+    assert _stop is not None
+    _stop.done = _stop.completed = True        # first: from here on a signal does not raise
+    _stop.completed_at = time.time()
+    if stop_requested():
+        finish("main")
+    with _stop.lock:
+        if not _stop.late_noted:
+            _report(completed=_stop.completed_at)
+
+
 @contextmanager
-def stop_guard() -> Iterator[None]:
+def stop_guard(lasting: bool = False) -> Iterator[None]:
     """Handle SIGINT, SIGTERM and SIGHUP as this module describes while the block runs (in the
-    main thread; elsewhere, and when a guard is already in force, it does nothing)."""
+    main thread; elsewhere, and when a guard is already in force, it does nothing).
+
+    With ``lasting`` (the program itself, which exits after the block) the handling stays in
+    force until the process exits: a signal that arrives while it tears down is answered by
+    the watchdog if the process has not exited :data:`GRACE` seconds later, instead of by
+    Python's own handler, which would print a traceback. Otherwise (a command run inside a
+    Python process, as by click's test runner) the handlers are put back."""
     global _stop
     if threading.current_thread() is not threading.main_thread() or _stop is not None:
         yield
@@ -279,16 +335,26 @@ def stop_guard() -> Iterator[None]:
     saved_fd = signal.set_wakeup_fd(sender.fileno(), warn_on_full_buffer=False)
     watchdog = threading.Thread(target=_watch, args=(receiver,), name="certdp-stop-watchdog", daemon=True)
     watchdog.start()
+    _report(started=time.time())
     try:
-        yield
+        try:
+            yield
+        except SystemExit:             # the command's own exit, with its status
+            _returned()
+            raise
+        except BaseException:
+            _stop.done = True          # first: from here on a signal does not raise
+            if stop_requested():
+                finish("main")
+            raise
+        _returned()
     finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
-        signal.set_wakeup_fd(saved_fd)
-        if stop_requested():
-            finish("main")
-        sender.send(b"\0")
-        watchdog.join()
-        receiver.close()
-        sender.close()
-        _stop = None
+        if not lasting:
+            for s, h in saved.items():
+                signal.signal(s, h)
+            signal.set_wakeup_fd(saved_fd)
+            sender.send(b"\0")
+            watchdog.join()
+            receiver.close()
+            sender.close()
+            _stop = None
