@@ -2,8 +2,11 @@
 
 The library installs no signal handler of its own. The ``certdp`` command does
 (:mod:`certdp.cli.interrupt`), and records here that the process is stopping, where the
-lower layers read it: a lost worker is not replaced then, a worker that is closed is killed
-rather than waited for, and a HiGHS solve that polls for it stops at its next iteration.
+lower layers read it: a lost worker is not replaced then, and a worker that is closed is
+killed rather than waited for. The command's watchdog ends the process within a fraction of a
+second whatever its threads are doing (:func:`stops_enforced`); elsewhere (the library in a
+user's program or notebook) a large HiGHS solve polls for Ctrl-C instead
+(:data:`certdp.lp.highs.INTERRUPTIBLE_NONZEROS`).
 
 Python runs a signal handler in the main thread, between two bytecodes. While the main
 thread is inside a native solver that calls back into Python (HiGHS's interrupt callbacks),
@@ -29,6 +32,7 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 terminal that closes."""
 
 _stopping = threading.Event()
+_enforced = False
 
 
 class Interrupted(KeyboardInterrupt):
@@ -44,6 +48,18 @@ def request_stop() -> None:
 def stop_requested() -> bool:
     """Whether the process is stopping."""
     return _stopping.is_set()
+
+
+def enforce_stops(on: bool = True) -> None:
+    """Record that a stop signal ends the process whatever its threads are doing (the
+    command's watchdog does), so that native calls need not poll for it."""
+    global _enforced
+    _enforced = on
+
+
+def stops_enforced() -> bool:
+    """Whether a stop signal ends the process without the help of the code running."""
+    return _enforced
 
 
 class StopFlag:

@@ -2,18 +2,19 @@
 (SIGTERM) or a closed terminal (SIGHUP).
 
 One mechanism covers every command and every phase. :func:`stop_guard` is entered by the
-command group around every command; while it is in force:
+program (:func:`certdp.cli.run`) before it imports anything heavy, and by the command group
+around every command run in-process; while it is in force:
 
 - The main thread raises :class:`~certdp._interrupt.Interrupted` (a KeyboardInterrupt) at its
   next bytecode and unwinds: ``with`` blocks close what they opened (scratch folders, worker
   processes, which are killed when busy), and the command's error handler calls
-  :func:`finish`. A HiGHS solve large enough to matter stops at its next iteration
-  (:mod:`certdp.lp.highs`).
+  :func:`finish`.
 - A watchdog thread wakes on the same signal at once, whatever the main thread is doing:
   Python's C-level handler writes the signal's number to a socket it waits on
   (``signal.set_wakeup_fd``), and the kernel stamps the time of that write. If the main
   thread has not finished :data:`GRACE` seconds after the signal (it is inside a long native
-  call: a presolve, a factorisation, a sparse product), the watchdog finishes for it.
+  call: a HiGHS solve, a k-means, a sparse product), the watchdog finishes for it. Native
+  calls therefore need not poll for a stop (:func:`certdp._interrupt.stops_enforced`).
 - :func:`finish` runs once, from whichever thread gets there first: it kills every process
   descended from this one (worker processes, the fork server, a Dask LocalCluster; not
   multiprocessing's resource tracker, which exits by itself once they are gone and frees
@@ -30,12 +31,12 @@ A program that drives certdp can ask for the same as JSON: with ``CERTDP_INTERRU
 set to a file name, :func:`finish` writes there the signal, the exit status, the main thread's
 certdp frames (innermost first), the signal's arrival and the stop's end (``time.time()``
 seconds; the arrival as stamped by the kernel where the platform can), the latency between
-them, which thread finished, how many processes it ended and the files written before it. A
-command notes there when its stop handling is in place (``started``) and when it returns
-(``completed``), and a stop signal that arrives
-after that, while the process exits, adds itself (``late``): every signal the command
-received is on record, which is how ``benchmarks/cli/interrupt_latency.py`` tells a signal
-that came too late to stop anything from one that was lost.
+them, which thread finished, how many processes it ended and the files written before it. The
+command also notes there when its stop handling is in place (``started``) and when it returns
+(``completed``), and a stop signal that arrives after that, while the process exits, adds
+itself (``late``): every signal the command received is on record, which is how
+``benchmarks/cli/interrupt_latency.py`` tells a signal that came too late to stop anything
+from one that was lost.
 
 A signal ignored when the command starts (``nohup``, a background job of a non-interactive
 shell) stays ignored.
@@ -51,6 +52,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+
 TYPE_CHECKING = False       # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
     from typing import Any, Iterator
@@ -107,11 +109,11 @@ def _main_frame() -> Any:
 
 def _certdp_frames(frame: Any) -> list[str]:
     """The certdp functions on a thread's stack, innermost first, as 'module:qualname' with
-    the 'certdp.' prefix dropped."""
+    the 'certdp.' prefix dropped (the stop machinery's own frames left out)."""
     names = []
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.startswith("certdp.") and module != __name__:
+        if module.startswith("certdp.") and module not in (__name__, _interrupt.__name__):
             names.append(f"{module[len('certdp.'):]}:{frame.f_code.co_qualname}")
         frame = frame.f_back
     return names
@@ -330,14 +332,18 @@ def stop_guard(lasting: bool = False) -> Iterator[None]:
             pass
     sender.setblocking(False)
     _stop = _Stop()
-    handled = [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
-    saved = {s: signal.signal(s, _on_signal) for s in handled}
-    saved_fd = signal.set_wakeup_fd(sender.fileno(), warn_on_full_buffer=False)
     watchdog = threading.Thread(target=_watch, args=(receiver,), name="certdp-stop-watchdog", daemon=True)
     watchdog.start()
-    _report(started=time.time())
+    saved: dict[int, Any] = {}
+    saved_fd: int | None = None
     try:
         try:
+            for s in STOP_SIGNALS:      # inside the try: a signal raising from here on is answered
+                if signal.getsignal(s) is not signal.SIG_IGN:
+                    saved[s] = signal.signal(s, _on_signal)
+            saved_fd = signal.set_wakeup_fd(sender.fileno(), warn_on_full_buffer=False)
+            _interrupt.enforce_stops()
+            _report(started=time.time())
             yield
         except SystemExit:             # the command's own exit, with its status
             _returned()
@@ -350,9 +356,11 @@ def stop_guard(lasting: bool = False) -> Iterator[None]:
         _returned()
     finally:
         if not lasting:
+            _interrupt.enforce_stops(False)
             for s, h in saved.items():
                 signal.signal(s, h)
-            signal.set_wakeup_fd(saved_fd)
+            if saved_fd is not None:
+                signal.set_wakeup_fd(saved_fd)
             sender.send(b"\0")
             watchdog.join()
             receiver.close()

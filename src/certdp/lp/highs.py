@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _validate as V
-from .._interrupt import Interrupted, StopFlag, native_section
+from .._interrupt import Interrupted, StopFlag, native_section, stops_enforced
 from .outcome import SolverLimitError
 
 
@@ -59,11 +59,13 @@ _STATUS = {
 }
 
 INTERRUPTIBLE_NONZEROS = 50_000
-"""Models with at least this many non-zeros poll for a stop at every simplex and interior-point
-iteration (HiGHS's interrupt callbacks), so that Ctrl-C stops them at once. A poll costs about
-1-2 microseconds (a call into Python); an iteration of such a model costs 100 or more, while
-smaller models, whose iterations cost as little as 20, finish their solves in a fraction of a
-second and are left unpolled."""
+"""Models with at least this many non-zeros poll for Ctrl-C at every simplex and interior-point
+iteration (HiGHS's interrupt callbacks), so that it stops them at once, unless the process's
+stops are enforced from outside the solve (the ``certdp`` command's watchdog ends the process
+anyway: :func:`certdp._interrupt.stops_enforced`). A poll is a call into Python: on the
+monolithic LPs of grids of 36 to 144 records the solves took 1.1-2.7% more CPU time polled
+(``benchmarks/cli/interrupt_polling.py``); smaller models, whose iterations cost less, finish
+their solves in a fraction of a second and are left unpolled."""
 
 
 def _poll(kind: int, message: str, data_out: object, data_in: object, flag: StopFlag) -> None:
@@ -176,7 +178,7 @@ class HighsLP:
         self.n_col = n_col
         self.n_row = n_row
         self.flag: StopFlag | None = None
-        if A.nnz >= INTERRUPTIBLE_NONZEROS:
+        if A.nnz >= INTERRUPTIBLE_NONZEROS and not stops_enforced():
             self._poll_for_stop()
 
     def _poll_for_stop(self) -> None:
