@@ -131,3 +131,21 @@ def test_a_write_under_way_is_removed_when_the_process_stops(tmp_path):
             assert not Path(tmp).exists()
             assert done in written and tmp_path / "half.npz" not in written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done.json"]
+
+
+def test_a_command_run_in_process_leaves_the_signal_handling_as_it_found_it():
+    """Click's test runner (or any program embedding the group) gets its handlers, wakeup fd
+    and unpolled-solve setting back after the command."""
+    from click.testing import CliRunner
+
+    from certdp import _interrupt
+    from certdp.cli import main
+
+    before = {s: signal.getsignal(s) for s in SIGNALS}
+    r = CliRunner().invoke(main, ["solve", "--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.5", "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert {s: signal.getsignal(s) for s in SIGNALS} == before
+    assert not _interrupt.stops_enforced()
+    fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(fd)
+    assert fd == -1

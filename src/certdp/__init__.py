@@ -44,14 +44,20 @@ if TYPE_CHECKING:
 
 
 class _Package(types.ModuleType):
-    """The package's module: an exported name is imported from its module on first use. Two
+    """The package's module: an exported name is imported from its module on first use, and so
+    is a subpackage named as an attribute (``certdp.views``). Two
     exports share their name with the module that defines them (``solve``, ``certify``); the
     import system binds such a module to the package when it loads it, and the package keeps
     the function instead, as ``from .solve import solve`` would."""
 
     def __getattr__(self, name: str) -> object:
-        if name not in _EXPORTS:
-            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        if name not in _EXPORTS:        # a subpackage, as ``certdp.views`` after ``import certdp``
+            try:
+                return importlib.import_module(f"{self.__name__}.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{self.__name__}.{name}":
+                    raise
+                raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
         value = getattr(importlib.import_module(f"{self.__name__}.{_EXPORTS[name]}"), name)
         setattr(self, name, value)
         return value

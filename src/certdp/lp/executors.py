@@ -111,24 +111,25 @@ def worker_context() -> Any:
     every worker from that clean state, so a worker starts in milliseconds (spawn re-imports
     them in each, about 0.5 s; what a worker's object needs besides takes a few tens of
     milliseconds), and, unlike a plain fork of the caller, never inherits a thread (HiGHS's
-    scheduler, BLAS, a thread pool) stopped in the middle of holding a lock."""
+    scheduler, BLAS, a thread pool) stopped in the middle of holding a lock. The server is
+    started (immune to the process group's signals, as the module docstring says) before the
+    context is returned, so that every process started from it is immune too, whoever starts
+    it (a ``multiprocessing`` Pool as well)."""
     if "forkserver" in mp.get_all_start_methods():
+        from multiprocessing import forkserver
+
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload([__name__])   # takes effect when the server starts
+        with children_immune_to_group_signals():
+            forkserver.ensure_running()
         return ctx
     return mp.get_context("spawn")
 
 
 def start_worker_server() -> None:
     """Start the fork server now, if :func:`worker_context` uses one, so that its imports run
-    while the caller builds its models; its first worker then starts at once. The server, and
-    every worker it forks, starts immune to the process group's signals. Idempotent."""
-    ctx = worker_context()
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        with children_immune_to_group_signals():
-            forkserver.ensure_running()
+    while the caller builds its models; its first worker then starts at once. Idempotent."""
+    worker_context()
 
 
 def _serve(conn: Any, factory: Any, args: tuple, method: str) -> None:
@@ -183,9 +184,8 @@ class WorkerProcess:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, factory, args, method), daemon=True)
         if ctx.get_start_method() == "forkserver":
-            # the server was started immune; this only asks it for a fork, and waits (while its
-            # imports finish) with the signals open, so Ctrl-C is answered meanwhile
-            start_worker_server()
+            # the server was started immune (worker_context); this only asks it for a fork, and
+            # waits (while its imports finish) with the signals open, so Ctrl-C is answered
             self.proc.start()
         else:
             with children_immune_to_group_signals():
@@ -354,9 +354,14 @@ class ReplayedGroups:
         return out
 
     def _answer(self, i: int, sent: Any, args: tuple) -> Any:
+        """Group ``i``'s answer to ``args`` (``sent``), rebuilding the group as often as its
+        holders allow when its worker is lost (also while it is being rebuilt)."""
         losses = 0
         while True:
             try:
+                if sent is None:
+                    self._rebuild(i)
+                    sent = self.holders.send(self.held[i], args)
                 return sent.result()
             except Exception as exc:
                 if not self.holders.lost(exc, self.held[i]):
@@ -366,8 +371,7 @@ class ReplayedGroups:
                     if isinstance(exc, WorkerLost):
                         raise
                     raise WorkerLost(f"the worker holding {self.holders.what(i)} was lost: {exc}") from None
-                self._rebuild(i)
-                sent = self.holders.send(self.held[i], args)
+                sent = None
 
     def _rebuild(self, i: int) -> None:
         """Group ``i`` on a new worker, replayed through the calls it had answered."""
@@ -384,8 +388,8 @@ class ReplayedGroups:
 
 # ------------------------------------------------------------ Benders runners
 class _GroupRunner:
-    """Blocks spread over groups held by ``holders`` (:class:`ReplayedGroups`), each keeping
-    its models alive."""
+    """Blocks spread over groups, each held by a worker that keeps its models alive
+    (``work``, a :class:`ReplayedGroups`)."""
 
     def __init__(self, blocks: Sequence[BlockSpec], groups: list[list[int]], tolerance: float) -> None:
         self.blocks = list(blocks)
@@ -397,9 +401,6 @@ class _GroupRunner:
 
     def _what(self, g: int) -> str:
         return f"Benders blocks {self.groups[g]}"
-
-    def _held(self, holders: Any) -> None:
-        self.work = ReplayedGroups(holders, len(self.groups))
 
     @property
     def replays(self) -> int:
@@ -421,7 +422,7 @@ class ProcessRunner(_GroupRunner):
 
     def __init__(self, blocks: Sequence[BlockSpec], workers: int = 2, tolerance: float = 1e-9) -> None:
         super().__init__(blocks, _balance(list(blocks), max(1, workers)), tolerance)
-        self._held(ProcessHolders(BlockGroup, self._items, "solve", self._what))
+        self.work = ReplayedGroups(ProcessHolders(BlockGroup, self._items, "solve", self._what), len(self.groups))
 
 
 def dask_client(workers: int, address: str | None, purpose: str, connect_timeout: float) -> tuple[Any, Any]:
@@ -464,7 +465,8 @@ class DaskRunner(_GroupRunner):
         try:
             n_workers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
             super().__init__(blocks, _balance(list(blocks), n_workers), tolerance)
-            self._held(DaskHolders(client, cluster, BlockGroup, self._items, "solve", self._what))
+            holders = DaskHolders(client, cluster, BlockGroup, self._items, "solve", self._what)
+            self.work = ReplayedGroups(holders, len(self.groups))
         except BaseException:
             close_dask(client, cluster)
             raise
