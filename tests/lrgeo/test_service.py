@@ -212,7 +212,11 @@ def test_a_stale_client_is_told_the_server_restarted(server):
 
 
 def test_the_server_shuts_down_cleanly(server):
+    """Ctrl-C stops the server as it stops every command (README: exit statuses): one line,
+    status 130, no traceback."""
     _, proc = server
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=20)
-    assert proc.returncode == 0, proc.stderr.read().decode()
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.count("interrupted by SIGINT") == 1, err

@@ -62,10 +62,11 @@ INTERRUPTIBLE_NONZEROS = 50_000
 """Models with at least this many non-zeros poll for Ctrl-C at every simplex and interior-point
 iteration (HiGHS's interrupt callbacks), so that it stops them at once, unless the process's
 stops are enforced from outside the solve (the ``certdp`` command's watchdog ends the process
-anyway: :func:`certdp._interrupt.stops_enforced`). A poll is a call into Python: on the
-monolithic LPs of grids of 36 to 144 records the solves took 1.1-2.7% more CPU time polled
-(``benchmarks/cli/interrupt_polling.py``); smaller models, whose iterations cost less, finish
-their solves in a fraction of a second and are left unpolled."""
+anyway: :func:`certdp._interrupt.stops_enforced`). A poll is a call into Python: polled, the
+solves of the monolithic LPs of grids of 36 to 144 records took a median 1% and at most 3.9%
+more CPU time, with the same iterations (``benchmarks/cli/results/interrupt_polling.md``);
+smaller models, whose iterations cost less, finish their solves in a fraction of a second and
+are left unpolled."""
 
 
 def _poll(kind: int, message: str, data_out: object, data_in: object, flag: StopFlag) -> None:
