@@ -121,8 +121,8 @@ def test_the_command_reports_a_lost_worker_with_exit_status_4(tmp_path):
 
 
 def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged(small):
-    """A LocalCluster worker killed after round 2: its actor's blocks are rebuilt on a live worker
-    and replayed, and the run ends exactly as an undisturbed one."""
+    """A LocalCluster worker killed (SIGKILL) after round 2: its actor's blocks are rebuilt on a
+    live worker and replayed, and the run ends exactly as an undisturbed one."""
     pytest.importorskip("dask.distributed")
     seen = {}
 
@@ -134,11 +134,9 @@ def test_a_lost_dask_worker_is_replaced_and_the_run_is_unchanged(small):
         if ev.record.get("iteration") == 2 and "killed" not in seen:
             runner = seen["runner"]
             worker = sorted(runner.client.scheduler_info()["workers"])[0]
-            try:
-                runner.client.run(os._exit, 1, workers=[worker])
-            except Exception:   # the worker dies before it can answer
-                pass
-            seen["killed"] = worker
+            pid = runner.client.run(os.getpid, workers=[worker])[worker]
+            os.kill(pid, signal.SIGKILL)
+            seen["killed"] = pid
 
     serial = _run(small)
     hit = _run(small, runner_factory=factory, progress=progress)
