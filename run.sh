@@ -14,20 +14,28 @@ VENV=.venv
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-stamp="$VENV/.certdp-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "run.sh: installing certdp and its test extras into $VENV (the first time takes a few minutes) ..." >&2
+# Each command installs what it uses: the demo the package and its plots (a picture is part of
+# the demo), everything else the test extras (every optional part, the test tools and the docs).
+install() {   # install certdp[$1] once, and again whenever pyproject.toml changes
+  local extras="$1" stamp="$VENV/.certdp-installed-$1"
+  if [ -f "$stamp" ] && [ ! pyproject.toml -nt "$stamp" ]; then return; fi
+  if [ "$extras" = plot ] && [ -f "$VENV/.certdp-installed-test" ] && [ ! pyproject.toml -nt "$VENV/.certdp-installed-test" ]; then
+    return   # the test extras include plot
+  fi
+  echo "run.sh: installing certdp[$extras] into $VENV (the first time takes a few minutes) ..." >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  "$VENV/bin/python" -m pip install -q -e ".[$extras]"
   touch "$stamp"
   echo "run.sh: installed" >&2
-fi
+}
 cmd="${1:-demo}"
 shift || true
 case "$cmd" in
   demo)
+    install plot
     exec "$VENV/bin/certdp" demo "$@" ;;
   test)
+    install test
     set +e
     "$VENV/bin/python" -m pytest -q "$@"
     rc=$?
@@ -36,9 +44,11 @@ case "$cmd" in
     if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi
     exit "$rc" ;;
   bench)
+    install test
     name="${1:?usage: bash run.sh bench PAPER.SCRIPT, e.g. paper000.decompositions}"; shift
     exec "$VENV/bin/python" -m "benchmarks.${name%.py}" "$@" ;;
   certdp)
+    install test
     exec "$VENV/bin/certdp" "$@" ;;
   *)
     echo "usage: bash run.sh demo|test|bench NAME|certdp ARGS" >&2; exit 2 ;;

@@ -193,12 +193,20 @@ LRGEO = [
     c(["lrgeo", "serve", "--grid", "6x6", "--round-wait", "0"], "--round-wait"),
     c(["lrgeo", "serve", "--grid", "6x6", "--max-pending", "0"], "--max-pending"),
     c(["lrgeo", "serve", "--grid", "axb"], "--grid"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--client-users", "0"], "--client-users"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--client-rate", "nan"], "--client-rate"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--user-rows", "0"], "--user-rows"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--user-seconds", "-1"], "--user-seconds"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--max-body-mb", "1e9"], "--max-body-mb"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--host", "no.such.host.invalid"], "--host"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3"], "cannot reach"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9"], "--location"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--lat", "1", "--lon", "2"],
       "--location"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--lat", "1"], "--lat"),
     c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--wait", "0"], "--wait"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--seed", "-1"], "--seed"),
+    c(["lrgeo", "user", "--server", "http://127.0.0.1:9", "--location", "3", "--retries", "-1"], "--retries"),
 ]
 
 VIEWS = [
@@ -227,7 +235,29 @@ VIEWS = [
       "--queries"),
 ]
 
-CASES = SOLVE + FILES + COMPARE + LRGEO + VIEWS
+S = ["sanitize", "--embeddings", "emb.npy", "--epsilon", "1", "--method", "expmech"]   # a valid sanitize
+
+SANITIZE = [
+    c(["sanitize", "--epsilon", "1"], "--embeddings", stdin="the cat"),
+    c(["sanitize", "--embeddings", "noemb.npy", "--epsilon", "1"], "noemb.npy", stdin="the cat"),
+    c(["sanitize", "--embeddings", "single.npy", "--epsilon", "1"], "single.npy", stdin="the cat",
+      note="a 2 x 2 matrix without words gives no single-word vocabulary"),
+    c(["sanitize", "--embeddings", "garbage.npz", "--epsilon", "1"], "garbage.npz", stdin="the cat"),
+    c(S[:4] + ["0"] + S[5:], "epsilon", stdin="the cat"),
+    c(S + ["--vocabulary", "1"], "--vocabulary", stdin="the cat"),
+    c(S + ["--r", "3"], "--r", stdin="the cat"),
+    c(S + ["--eta", "-1"], "eta", stdin="the cat"),
+    c(S + ["--input", "nofile.txt"], "nofile.txt"),
+    c(S + ["--save", "."], "--save", stdin="the cat"),
+    c(["sanitize", "--mechanism", "mech.npz"], "vocabulary", stdin="the cat",
+      note="a mechanism file without its words"),
+    c(["sanitize", "--mechanism", "tampered.npz"], "tampered.npz", stdin="the cat"),
+    c(G[:2] + ["area:60.2,24.9,60.1,25.0:0.5"] + G[3:], "south < north"),
+    c(G[:2] + ["area:60.1,24.9,60.2,25.0:x"] + G[3:], "CELL_KM"),
+    c(G[:2] + ["road:nodes.csv"] + G[3:], "road:NODES.csv,EDGES.csv"),
+]
+
+CASES = SOLVE + FILES + COMPARE + LRGEO + VIEWS + SANITIZE
 
 
 def make_files(d: Path) -> None:
@@ -255,6 +285,8 @@ def make_files(d: Path) -> None:
     np.savez(d / "old.npz", matrix=arrays["matrix"], epsilon=arrays["epsilon"], edges=arrays["edges"],
              edge_distance=arrays["edge_distance"])
     (d / "table.csv").write_text("a,b\n" + "".join(f"{i % 5},{i % 3}\n" for i in range(60)))
+    np.save(d / "emb.npy", np.random.default_rng(0).standard_normal((6, 3)))
+    (d / "emb.txt").write_text("the\ncat\ndog\nsat\nran\nmat\n")
     (d / "domains.json").write_text(json.dumps({"a": {"values": [0, 1, 2, 3, 4]}, "b": {"values": [0, 1, 2]}}))
 
 

@@ -29,6 +29,16 @@ def positive_float(name: str, value: Any, *, allow_inf: bool = False) -> float:
     return v
 
 
+def finite_float(name: str, value: Any) -> float:
+    """Return ``value`` as a float after checking that it is a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v}")
+    return v
+
+
 def nonneg_float(name: str, value: Any) -> float:
     """Return ``value`` as a float after checking that it is a finite number >= 0."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):

@@ -79,6 +79,7 @@ class VerifyReport:
     epsilon: float
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dictionary."""
         return asdict(self)
 
 
@@ -137,17 +138,18 @@ def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance:
     worst: tuple[int, int, int] | None = None
     max_loss = 0.0
     step = max(1, block // max(k, 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logZ = np.log(Z) if finite and len(E) else Z     # once per matrix: -inf marks a zero entry
     for s in range(0, len(E) if finite else 0, step):
         a, b = E[s:s + step, 0], E[s:s + step, 1]
         dd = d[s:s + step][:, None]
         ed = eps * dd
         Za, Zb = Z[a], Z[b]
-        for X, Y, p, q in ((Za, Zb, a, b), (Zb, Za, b, a)):
+        with np.errstate(invalid="ignore"):
+            diff = logZ[a] - logZ[b]                     # ln Z[a,k] - ln Z[b,k]; nan where both are 0
+        for X, Y, p, q, ratio in ((Za, Zb, a, b, diff), (Zb, Za, b, a, -diff)):
             bad = violated(X, Y, ed)
             nb = int(np.count_nonzero(bad))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(X == 0, -np.inf, np.log(X) - np.log(Y))   # realised loss, inf for x > 0 = y
-                per = np.where(dd > 0, ratio / dd, np.where(ratio > 0, np.inf, 0.0))
             if nb:
                 violations += nb
                 excess = np.where(bad, ratio - ed, -np.inf)
@@ -156,6 +158,13 @@ def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance:
                 if excess[r, c] > worst_val:
                     worst_val = float(excess[r, c])
                     worst = (int(p[r]), int(q[r]), int(c))
+            # realised loss per pair: the largest ln X - ln Y over outputs (inf for x > 0 = y; a
+            # 0 against a 0 is nan and ignored), divided by the pair's distance
+            top = np.fmax.reduce(ratio, axis=1) if k else np.zeros(len(a))
+            top = np.where(np.isnan(top), -np.inf, top)
+            dr = dd[:, 0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per = np.where(dr > 0, top / dr, np.where(top > 0, np.inf, 0.0))
             if per.size:
                 max_loss = max(max_loss, float(np.max(per)))
     passed = (finite and violations == 0 and row_err <= ROW_SUM_TOL and min_entry >= 0.0
@@ -355,9 +364,11 @@ class AuditReport:
 
     @property
     def passed(self) -> bool:
+        """Whether the file passed (status 'passed')."""
         return self.status == "passed"
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dictionary (the ``--json`` output of ``certdp audit``)."""
         d = asdict(self)
         d["problems"] = list(self.problems)
         d["verify"] = None if self.verify is None else self.verify.as_dict()

@@ -40,11 +40,13 @@ class MDPGraph:
 
     @classmethod
     def from_space(cls, space: Space) -> "MDPGraph":
+        """The mDP graph of ``space``: its neighbouring pairs and their distances."""
         e, d = space.neighbor_pairs
         return cls(space.n_records, e, d)
 
     @property
     def n_edges(self) -> int:
+        """The number of edges (neighbouring pairs)."""
         return int(len(self.edges))
 
     @cached_property
@@ -67,6 +69,7 @@ class MDPGraph:
         return sorted(groups, key=len, reverse=True)
 
     def degrees(self) -> np.ndarray:
+        """(N,) the number of neighbours of each record."""
         return np.bincount(self.edges.ravel(), minlength=self.n)
 
     def path_distances(self, sources: np.ndarray | None = None, limit: float = np.inf) -> np.ndarray:
@@ -136,4 +139,5 @@ class ReductionReport:
 
     @property
     def n_edges_removed(self) -> int:
+        """Edges whose constraints the reduction dropped as implied."""
         return self.n_edges - self.n_edges_kept

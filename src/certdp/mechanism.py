@@ -12,6 +12,7 @@ coordinates (or distances) and eta, so anybody can recompute the protected pairs
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from .space import Geometry
 
 if TYPE_CHECKING:
     from .space import Space
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "UnverifiedMechanismError",
            "relative_gap"]
@@ -50,7 +53,8 @@ class Mechanism:
         geometry: the eta, metric and coordinates the pairs come from (needed to save the
             mechanism: the file must let anybody recompute the pairs).
         output_records: optional (K,) record index of each output.
-        cost, prior: optional, stored for loss audits.
+        cost: optional (N, K) costs, stored for loss audits.
+        prior: optional (N,) prior, stored for loss audits.
         metadata: JSON-serialisable facts (method, instance, seed, solver statistics).
 
     Raises:
@@ -94,6 +98,8 @@ class Mechanism:
         needed."""
         edges, dist = space.neighbor_pairs
         Zc, cert = certify(matrix, space.epsilon, edges, dist)
+        log.debug("certified a %d x %d matrix on %d pairs: mixing %.3g, %d round(s)", Zc.shape[0], Zc.shape[1],
+                  len(edges), cert.mixing, cert.rounds)
         meta = {**metadata, "eta": space.eta, "instance": space.name, "seed": space.seed,
                 "certify_mixing": cert.mixing}
         mech = cls(Zc, space.epsilon, edges, dist, geometry=space.geometry, output_records=space.output_records,
@@ -108,11 +114,22 @@ class Mechanism:
 
     @property
     def n_records(self) -> int:
+        """The number of records N."""
         return int(self._matrix.shape[0])
 
     @property
     def n_outputs(self) -> int:
+        """The number of outputs K."""
         return int(self._matrix.shape[1])
+
+    @property
+    def output_points(self) -> np.ndarray | None:
+        """(K, dim) coordinates of the outputs when they are records with coordinates
+        (``geometry.points[output_records]``), else None: what an output index means as a place."""
+        g = self.geometry
+        if g is None or g.points is None or self.output_records is None or np.any(self.output_records < 0):
+            return None
+        return g.points[self.output_records]
 
     def expected_loss(self, cost: np.ndarray | None = None, prior: np.ndarray | None = None) -> float:
         """Expected loss under ``cost`` and ``prior`` (defaults: the stored ones)."""
@@ -236,7 +253,8 @@ class SampledMechanism(Protocol):
     n_records: int
     n_outputs: int
 
-    def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray: ...
+    def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray:
+        """Draw one output index for each record index."""
 
 
 @dataclass(frozen=True)
@@ -277,6 +295,7 @@ class SolveResult:
 
     @property
     def expected_loss(self) -> float:
+        """The mechanism's expected loss (paper 000, Eq. 4)."""
         if self.objective == "expected":
             return self.upper_bound
         if isinstance(self.mechanism, Mechanism):
@@ -285,6 +304,7 @@ class SolveResult:
 
     @property
     def worst_case_loss(self) -> float:
+        """The mechanism's worst-case loss (paper 002, Eq. 1)."""
         if self.objective == "worst":
             return self.upper_bound
         if isinstance(self.mechanism, Mechanism):

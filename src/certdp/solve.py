@@ -20,6 +20,7 @@ laplace    planar Laplace (Andres et al. 2013): noise, then the nearest output (
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -42,6 +43,7 @@ from .progress import Progress
 from .space import Space
 
 Check = Callable[[str, Any, Space], Any]
+log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------- option checks
@@ -157,7 +159,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "ConstOPTMech of paper 002 (Algorithm 1), best of a lambda sweep"),
     Method("spanner", spanner_mechanism,
            {**_LP, "delta": _delta, "objective": _choice(*OBJECTIVES)},
-           "SpannerMech: mDP rows on a greedy delta-spanner at epsilon / delta", reports_progress=False),
+           "SpannerMech: mDP rows on a greedy delta-spanner at epsilon / delta"),
     Method("madlib", solve_additive, {"draws": _count, "q": _quantile, "seed": _seed},
            "Madlib: noise of density exp(-eps |z|), then the nearest output; Monte Carlo losses",
            fixed={"method": "madlib"}, reports_progress=False),
@@ -248,7 +250,11 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
     kwargs = {**m.fixed, **checked}
     if m.reports_progress:
         kwargs["progress"] = progress
+    log.info("solving %s with %s (N=%d, K=%d, %d protected pairs)", space.name, method, space.n_records,
+             space.n_outputs, len(space.neighbor_pairs[0]))
     res = m.engine(space, **kwargs)
+    log.info("%s on %s: %s, upper bound %.6g, gap %s, %.3g s", method, space.name, res.status, res.upper_bound,
+             "-" if res.gap is None else f"{res.gap:.3g}", res.timings.get("total", float("nan")))
     notes = _warnings(space)
     if notes:
         res = replace(res, message="; ".join(notes + ([res.message] if res.message else [])))

@@ -142,7 +142,9 @@ class Space:
         distance_matrix: (N, N) record distances when ``metric == 'precomputed'``.
         output_records: (K,) indices of the records used as outputs, or None when the outputs
             are not records (their coordinates are then in ``output_points``).
-        output_points: (K, dim) output coordinates, or None.
+        output_points: (K, dim) output coordinates. When the outputs are records it is filled
+            in as ``points[output_records]`` (and a given one must equal that); None only
+            when the metric is precomputed and the outputs have no coordinates.
         labels: optional names of the records (words, road node ids).
         name: a short description of where the instance came from.
         unit: the distance unit.
@@ -208,20 +210,35 @@ class Space:
             if len(np.unique(out)) != k:
                 raise ValueError("output_records must not repeat a record")
             object.__setattr__(self, "output_records", out)
-        if self.output_points is not None:
-            op = V.finite_array("output_points", self.output_points, ndim=2)
-            if op.shape[0] != k:
-                raise ValueError(f"output_points must have K={k} rows, got {op.shape[0]}")
-            object.__setattr__(self, "output_points", op)
+        self._set_output_points(k)
         self._check_no_duplicates()
+
+    def _set_output_points(self, k: int) -> None:
+        """Outputs that are records have the records' coordinates: ``output_points`` is
+        ``points[output_records]``, so code that maps output indices to places needs only it."""
+        op = None if self.output_points is None else V.finite_array("output_points", self.output_points, ndim=2)
+        if op is not None and op.shape[0] != k:
+            raise ValueError(f"output_points must have K={k} rows, got {op.shape[0]}")
+        if self.output_records is not None and self.points is not None:
+            own = self.points[self.output_records]
+            if op is not None and (op.shape != own.shape or not np.array_equal(op, own)):
+                raise ValueError("output_points must be the coordinates of output_records (points[output_records]) "
+                                 "when both are given")
+            op = own
+        if op is not None and self.points is not None and op.shape[1] != self.points.shape[1]:
+            raise ValueError(f"output_points must have the records' dimension {self.points.shape[1]}, "
+                             f"got {op.shape[1]}")
+        object.__setattr__(self, "output_points", op)
 
     # ------------------------------------------------------------------ sizes
     @property
     def n_records(self) -> int:
+        """The number of records N."""
         return int(self.cost.shape[0])
 
     @property
     def n_outputs(self) -> int:
+        """The number of outputs K."""
         return int(self.cost.shape[1])
 
     @property

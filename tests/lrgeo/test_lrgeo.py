@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,9 +21,10 @@ from certdp.lrgeo.server import LRGeoServer
 from certdp.lrgeo.table import build_table
 from certdp.lrgeo.user import LRGeoParams, LRGeoUser, geo_ind_path_distance
 
+from ..conftest import SHARED_DATA
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
-HELSINKI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "helsinki"
+HELSINKI = SHARED_DATA / "helsinki"      # ../shared/data, as every test that reads real data
 
 
 @pytest.fixture(scope="module")

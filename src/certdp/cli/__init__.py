@@ -1,6 +1,7 @@
 """The ``certdp`` command: one module per family of subcommands (``mechanisms``: solve,
-compare, demo; ``files``: audit, perturb; ``views``: view build / query / compare; ``lrgeo``),
-all on the group in ``common`` (``main``), which also holds what they share.
+compare, demo; ``files``: audit, perturb; ``views``: view build / query / compare; ``lrgeo``;
+``text``: sanitize), all on the group in ``common`` (``main``), which also holds what they
+share.
 
 :func:`run` is the program (the installed ``certdp`` and ``python -m certdp.cli``): it puts
 the stop handling of :mod:`certdp.cli.interrupt` in place before anything else is imported,

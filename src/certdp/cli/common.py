@@ -1,9 +1,13 @@
-"""What every ``certdp`` subcommand shares: the command group, one-line errors, the live
-progress line, output-path and seed handling, deprecated option names, and number formatting."""
+"""What every ``certdp`` subcommand shares: the command group (with ``-v``/``-q`` for logging),
+one-line errors, the live progress line, tables in the format asked for (``--format``),
+output-path and seed handling, deprecated option names, and number formatting."""
 
 from __future__ import annotations
 
+import csv
 import importlib
+import json
+import logging
 import math
 import os
 import secrets
@@ -16,19 +20,23 @@ from typing import Any, Callable, Iterator
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from .._optional import MissingExtraError
 from ..lp.outcome import SolverLimitError
 from ..progress import ProgressEvent
 from .interrupt import finish, stop_guard, stop_requested
 
-COMMAND_MODULES = ("mechanisms", "files", "views", "lrgeo")
+COMMAND_MODULES = ("mechanisms", "files", "views", "lrgeo", "text")
 """The modules of ``certdp.cli`` that define the subcommands. The group imports them (and
 with them numpy, scipy, HiGHS...) when its commands are first needed: inside the command's
 signal handling, so that Ctrl-C during those imports is answered like anywhere else."""
 
-err = Console(stderr=True)
-out = Console()
+# Lines are never wrapped at the terminal's (or a pipe's default 80) width: a message or a path
+# cut in two is harder to read and to copy than a long line.
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+log = logging.getLogger("certdp.cli")
 
 
 class OneLineErrors(click.Group):
@@ -53,6 +61,7 @@ class OneLineErrors(click.Group):
         self._commands = value
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run the command; in standalone mode a usage error is one ``Error:`` line with exit status 2."""
         with stop_guard():      # in force already when run as the program (certdp.cli.run)
             if not standalone_mode:
                 return super().main(*args, standalone_mode=False, **kwargs)
@@ -82,10 +91,37 @@ class OneLineErrors(click.Group):
             raise
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(verbose: int, quiet: bool) -> None:
+    """Log records of the ``certdp`` loggers on stderr: warnings by default, INFO with ``-v``,
+    DEBUG with ``-vv``, errors only with ``-q``. The library itself never configures handlers;
+    the command does, for itself."""
+    level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logger = logging.getLogger("certdp")
+    for h in list(logger.handlers):
+        if getattr(h, "certdp_cli", False):
+            logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, "%H:%M:%S"))
+    handler.certdp_cli = True   # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="certdp")
-def main() -> None:
+@click.option("-v", "--verbose", count=True, help="log what runs on stderr (-v: steps, -vv: details)")
+@click.option("-q", "--quiet", "quiet_all", is_flag=True,
+              help="errors only: no progress lines, no log records below ERROR")
+@click.pass_context
+def main(ctx: click.Context, verbose: int, quiet_all: bool) -> None:
     """certdp: privacy mechanisms that are optimal and still scale."""
+    configure_logging(verbose, quiet_all)
+    ctx.meta["certdp.quiet"] = quiet_all
+    err.quiet = quiet_all          # notes and warnings on stderr too; errors are echoed by click
 
 
 class BadInput(click.ClickException):
@@ -138,6 +174,7 @@ def friendly_errors() -> Iterator[None]:
 
 
 def fmt(v: Any, digits: int = 4) -> str:
+    """``v`` for a table cell: '-' for None, floats to ``digits`` significant digits."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -158,16 +195,30 @@ class Live:
         self.quiet = quiet
         self.every = every
         self.message = "starting"
+        self.counts: tuple[int, int] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._status: Any = None
         self.t0 = time.perf_counter()
 
     def __call__(self, e: ProgressEvent) -> None:
+        done, total = e.record.get("done"), e.record.get("total")
+        if isinstance(done, int) and isinstance(total, int) and total > 0:
+            self.counts = (done, total)
         self.message = e.message
+        log.debug("%s: %s", self.what, e.message)
 
     def line(self) -> str:
-        return f"[{time.perf_counter() - self.t0:7.1f}s] {self.what}: {self.message}"
+        """The progress line: elapsed seconds, what runs, builds done out of the total with an
+        estimate of the time left (the mean time of a build so far, times the builds left), and
+        the last step."""
+        elapsed = time.perf_counter() - self.t0
+        head = f"[{elapsed:7.1f}s] {self.what}"
+        if self.counts is not None:
+            done, total = self.counts
+            head += f" ({done}/{total} done"
+            head += f", about {elapsed / done * (total - done):.0f} s left)" if 0 < done < total else ")"
+        return f"{head}: {self.message}"
 
     def _run(self) -> None:
         last = time.perf_counter()
@@ -180,6 +231,9 @@ class Live:
 
     def __enter__(self) -> "Live":
         self.t0 = time.perf_counter()
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and ctx.find_root().meta.get("certdp.quiet"):
+            self.quiet = True
         if not self.quiet:
             if err.is_terminal:
                 self._status = err.status(self.line())
@@ -203,6 +257,7 @@ class PathArg(click.Path):
     like any other bad path instead of an exception."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Refuse a path holding a NUL byte as a usage error, then check it as ``click.Path`` does."""
         if (isinstance(value, str) and "\x00" in value) or (isinstance(value, bytes) and b"\x00" in value):
             self.fail("a path cannot contain a NUL byte", param, ctx)
         return super().convert(value, param, ctx)
@@ -255,3 +310,74 @@ def alias_value(ctx: click.Context, new: str, value: Any) -> Any:
     old = ctx.meta.get(f"alias:{new}")
     return old if old is not None and value is None else value
 
+
+# ------------------------------------------------------------------------------ tables
+FORMATS = ("table", "markdown", "csv", "json")
+
+
+def table_format(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--format`` option of a command that prints a table (stored for :func:`print_table`)."""
+    def remember(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        ctx.meta["certdp.format"] = value
+        return value
+    return click.option("--format", "table_fmt", type=click.Choice(FORMATS), default=None, expose_value=False,
+                        callback=remember, is_eager=True,
+                        help="table (boxes), markdown, csv or json [table on a terminal, markdown on a pipe]")(f)
+
+
+def _cells(table: Table) -> tuple[list[str], list[list[str]]]:
+    heads = [str(c.header) for c in table.columns]
+    cols = [[str(v) for v in c.cells] for c in table.columns]
+    rows = [list(r) for r in zip(*cols)] if cols else []
+    return heads, rows
+
+
+def render_table(table: Table, fmt_: str) -> str:
+    """``table`` as text in ``fmt_`` ('table', 'markdown', 'csv' or 'json'), never cut to a
+    width: 'table' draws boxes as wide as the content; 'markdown' a GitHub table under its title;
+    'csv' a header and rows; 'json' a list of objects keyed by the column headers."""
+    heads, rows = _cells(table)
+    title = str(table.title) if table.title else ""
+    if fmt_ == "markdown":
+        esc = [[c.replace("|", "\\|") for c in r] for r in [heads, *rows]]
+        lines = ([f"**{title}**", ""] if title else []) + ["| " + " | ".join(esc[0]) + " |",
+                                                           "|" + "|".join("---" for _ in heads) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+        return "\n".join(lines) + "\n"
+    if fmt_ == "csv":
+        from io import StringIO
+        buf = StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(heads)
+        w.writerows(rows)
+        return buf.getvalue()
+    if fmt_ == "json":
+        return json.dumps([dict(zip(heads, r)) for r in rows]) + "\n"
+    wide = Console(width=100_000, file=None, force_terminal=False, no_color=True, record=True)
+    with wide.capture() as cap:
+        wide.print(table)
+    return "\n".join(line.rstrip() for line in cap.get().splitlines()) + "\n"
+
+
+def note(text: str) -> None:
+    """A line that goes with a table: on stdout under a table or markdown, on stderr when the
+    table is csv or json (so that stdout stays one machine-readable document)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get("certdp.format") in ("csv", "json"):
+        click.echo(text, err=True)
+    else:
+        out.print(text, highlight=False)
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` on stdout in the format of ``--format``; without it, as boxes on a
+    terminal and as markdown when stdout is a pipe or a file (readable, never cut to 80
+    columns)."""
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.meta.get("certdp.format") if ctx is not None else None
+    if chosen is None:
+        chosen = "table" if out.is_terminal else "markdown"
+    if chosen == "table" and out.is_terminal:
+        out.print(table)
+        return
+    click.echo(render_table(table, chosen), nl=False)

@@ -14,13 +14,14 @@ from rich.table import Table
 from .. import _validate as V
 from ..audit import audit_file
 from ..mechanism import Mechanism
-from .common import PathArg, Unverifiable, fmt, friendly_errors, main, out
+from .common import PathArg, Unverifiable, fmt, friendly_errors, main, out, print_table, table_format
 
 
 @main.command()
 @click.argument("file", type=PathArg(dir_okay=False))
 @click.option("--q", type=float, default=0.95, show_default=True, help="quantile for L_q")
 @click.option("--json", "as_json", is_flag=True)
+@table_format
 def audit(file: str, q: float, as_json: bool) -> None:
     """Audit a mechanism file from its own contents: recompute every protected pair from the
     records' coordinates (or distances) and eta, check exact epsilon-mDP on them, and report
@@ -45,7 +46,7 @@ def audit(file: str, q: float, as_json: bool) -> None:
         rows.append((rep.status.upper(), ""))
         for k, val in rows:
             t.add_row(k, fmt(val, 6))
-        out.print(t)
+        print_table(t)
         for p in rep.problems:
             out.print(f"- {p}")
     if rep.status == "unverifiable":

@@ -19,7 +19,8 @@ from ..measures import quantile_loss, uniform_loss
 from ..mechanism import Mechanism, SolveResult
 from ..solve import METHODS
 from ..solve import solve as solve_space
-from .common import Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
+from .common import (Live, PathArg, check_output_path, err, fmt, friendly_errors, main, note, out, print_table,
+                     resolve_seed, table_format)
 
 #: the command-line options that are options of the method (the others describe the instance
 #: or the output), with the name the method knows them by
@@ -31,6 +32,7 @@ METHOD_OPTIONS = {"objective": "objective", "r": "r", "lambdas": "lambdas", "del
 
 
 def parse_lambdas(text: str) -> list[float]:
+    """The values of ``--lambdas`` (comma-separated, finite, >= 0); ValueError naming the option otherwise."""
     parts = [p for p in text.replace(" ", "").split(",") if p]
     if not parts:
         raise ValueError("--lambdas must list at least one value, e.g. 0.001,0.1,1.0")
@@ -59,17 +61,21 @@ def given_options(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def flag_name(name: str) -> str:
+    """The command-line flag of method option ``name`` (``reduce`` is ``--no-reduce``)."""
     return "--no-reduce" if name == "reduce" else "--" + name.replace("_", "-")
 
 
-def run_method(space, method: str, options: dict[str, Any], quiet: bool) -> SolveResult:
-    """Solve with a live progress line on stderr; an option the method does not take is named
-    by its command-line flag."""
+def run_method(space, method: str, options: dict[str, Any], quiet: bool, live: Live | None = None) -> SolveResult:
+    """Solve with a live progress line on stderr (``live``'s, when a command runs several
+    solves under one line); an option the method does not take is named by its command-line
+    flag."""
     unknown = sorted(set(options) - set(METHODS[method].options))
     if unknown:
         raise ValueError(f"--method {method} does not take {', '.join(flag_name(n) for n in unknown)}")
-    with Live(f"{method} on {space.name}", quiet=quiet) as live:
+    if live is not None:
         return solve_space(space, method, progress=live, **options)
+    with Live(f"{method} on {space.name}", quiet=quiet) as own:
+        return solve_space(space, method, progress=own, **options)
 
 
 def instance_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -95,6 +101,7 @@ def instance_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
                        seed: int):
+    """The problem instance described by the instance options of a command."""
     ds = parse_dataset(dataset, cell=cell, seed=seed)
     return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
 
@@ -137,6 +144,7 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
 @click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
               help="write the mechanism (.npz added when missing)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary on stdout")
+@table_format
 @click.pass_context
 def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
           seed: int | None, quiet: bool, method: str, plot_dir: str | None, out_path: str | None, as_json: bool,
@@ -169,13 +177,15 @@ def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, ep
 def _plots(res: SolveResult, space, plot_dir: str, method: str) -> None:
     from ..plots import convergence_plot, partition_map
 
-    convergence_plot(res.history, Path(plot_dir) / "convergence.png",
-                     f"{method} on {space.name}: N={space.n_records}, K={space.n_outputs}")
+    written = [convergence_plot(res.history, Path(plot_dir) / "convergence.png",
+                                f"{method} on {space.name}: N={space.n_records}, K={space.n_outputs}")]
     if "partition_labels" in res.stats and space.points is not None and space.points.shape[1] == 2:
-        partition_map(space.points, res.stats["partition_labels"], res.stats["boundary_mask"],
-                      Path(plot_dir) / "partition.png",
-                      f"{res.stats['partition']['method']}, M={res.stats['subsets']}",
-                      latlon=space.metric == "haversine")
+        written.append(partition_map(space.points, res.stats["partition_labels"], res.stats["boundary_mask"],
+                                     Path(plot_dir) / "partition.png",
+                                     f"{res.stats['partition']['method']}, M={res.stats['subsets']}",
+                                     latlon=space.metric == "haversine"))
+    for p in written:
+        err.print(f"plot written to {p}", highlight=False)
 
 
 def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, epsilon: float, eta: float) -> None:
@@ -197,7 +207,7 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
         t.add_row("certify mixing", fmt(stats["certify_mixing"]))
     if stats.get("components"):
         t.add_row("mDP graph components", fmt(stats["components"]))
-    out.print(t)
+    print_table(t)
     if res.message:
         err.print(res.message)
     if stats.get("components", 1) > 1:
@@ -225,6 +235,7 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
 @click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--json", "as_json", is_flag=True)
+@table_format
 @click.pass_context
 def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float,
             cost: str, seed: int | None, quiet: bool, methods: str, tight_delta: float, match_tight: float | None,
@@ -233,7 +244,7 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
 
     With --match-tight T every method is run at the epsilon where its measured epsilon_tight
     is T (within 1%), so that the losses compare at equal measured privacy."""
-    from ..experiments.compare import baseline_rows, compare_row, match_tight as calibrate
+    from ..experiments.compare import baseline_rows
 
     with friendly_errors():
         names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -256,22 +267,8 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
         D = space.distance_rows()
         if match_tight is not None:
             V.positive_float("--match-tight", match_tight)
-        for m in names:
-            opts = {k: v for k, v in given.items() if k in METHODS[m].options}
-            if m == "constopt":   # lambda chosen by the loss this table reports (paper 002)
-                opts.update(select="quantile", q=q)
-            if match_tight is None:
-                res = run_method(space, m, opts, quiet)
-                rows.append(compare_row(space, res, q=q, delta=tight_delta, distance=D).as_dict())
-                continue
-            cal = calibrate(space, m, match_tight, opts, delta=tight_delta, distance=D,
-                            run=lambda sp, name, o: run_method(sp, name, o, quiet))
-            if not cal.matched:
-                err.print(f"warning: {m}: epsilon_tight {cal.epsilon_tight:.4g} is the closest to {match_tight:g} "
-                          f"in {len(cal.trials)} solves (at epsilon {cal.epsilon:.4g})")
-            row = compare_row(space.with_epsilon(cal.epsilon), cal.result, q=q, delta=tight_delta, distance=D)
-            rows.append({**row.as_dict(), "matched": cal.matched, "calibration_seconds": cal.seconds,
-                         "calibration": [list(t) for t in cal.trials]})
+        with Live(f"compare on {space.name}", quiet=quiet) as live:
+            rows = _compare_rows(space, names, given, q, tight_delta, match_tight, D, live)
         report = {"instance": space.describe(), "seed": seed, "match_tight": match_tight, "rows": rows,
                   **baseline_rows(space if match_tight is None else space.with_epsilon(match_tight), q)}
         if target is not None:
@@ -280,6 +277,34 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
         click.echo(json.dumps(report, default=float))
         return
     _print_compare(report, space, epsilon, eta, tight_delta, q)
+
+
+def _compare_rows(space, names: list[str], given: dict[str, Any], q: float, tight_delta: float,
+                  match_tight: float | None, D, live: Live) -> list[dict[str, Any]]:
+    """One row per method, with the methods done out of the total on the progress line."""
+    from ..experiments.compare import compare_row, match_tight as calibrate
+    from ..progress import ProgressEvent
+
+    rows: list[dict[str, Any]] = []
+    for i, m in enumerate(names):
+        live(ProgressEvent("build", f"{m} starts", {"done": i, "total": len(names)}))
+        opts = {k: v for k, v in given.items() if k in METHODS[m].options}
+        if m == "constopt":   # lambda chosen by the loss this table reports (paper 002)
+            opts.update(select="quantile", q=q)
+        if match_tight is None:
+            res = run_method(space, m, opts, False, live)
+            rows.append(compare_row(space, res, q=q, delta=tight_delta, distance=D).as_dict())
+        else:
+            cal = calibrate(space, m, match_tight, opts, delta=tight_delta, distance=D,
+                            run=lambda sp, name, o: run_method(sp, name, o, False, live))
+            if not cal.matched:
+                err.print(f"warning: {m}: epsilon_tight {cal.epsilon_tight:.4g} is the closest to {match_tight:g} "
+                          f"in {len(cal.trials)} solves (at epsilon {cal.epsilon:.4g})")
+            row = compare_row(space.with_epsilon(cal.epsilon), cal.result, q=q, delta=tight_delta, distance=D)
+            rows.append({**row.as_dict(), "matched": cal.matched, "calibration_seconds": cal.seconds,
+                         "calibration": [list(t) for t in cal.trials]})
+        live(ProgressEvent("build", f"{m} done", {"done": i + 1, "total": len(names)}))
+    return rows
 
 
 def _print_compare(report: dict[str, Any], space, epsilon: float, eta: float, tight_delta: float, q: float) -> None:
@@ -299,8 +324,8 @@ def _print_compare(report: dict[str, Any], space, epsilon: float, eta: float, ti
                   fmt(row["nonzeros"]), tight, lq, fmt(row["worst_case_loss"]),
                   fmt(row["expected_loss"]),
                   {True: "PASSED", False: "FAILED", None: "n/a (Monte Carlo)"}[row["audit_passed"]])
-    out.print(t)
-    out.print(f"uniform random output: L_{q:g} {report['uniform_quantile_loss']:.4g}; packing lower bound on the "
+    print_table(t)
+    note(f"uniform random output: L_{q:g} {report['uniform_quantile_loss']:.4g}; packing lower bound on the "
               f"worst-case loss of any {report['match_tight'] or epsilon:g}-mDP mechanism: "
               f"{report['packing_lower_bound']:.4g}")
 
@@ -314,6 +339,7 @@ def _print_compare(report: dict[str, Any], space, epsilon: float, eta: float, ti
               help="folder for the two mechanism files")
 @click.option("--out-dir", "out_dir_old", type=PathArg(file_okay=False), default=None, hidden=True,
               help="deprecated name of --out")
+@table_format
 def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str, out_dir_old: str | None) -> None:
     """The main job on generated data: an optimal grid mechanism against ExpMech, audited."""
     with friendly_errors():
@@ -335,7 +361,7 @@ def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str, out_dir_
         t.add_row(name, fmt(res.upper_bound), fmt(quantile_loss(res.mechanism.matrix, space.cost)),
                   fmt(res.lower_bound), fmt(res.gap), fmt(res.timings.get("total"), 3),
                   "PASSED" if rep.passed else "FAILED")
-    out.print(t)
+    print_table(t)
     out.print("written: " + ", ".join(str(p) for p in paths.values()))
     lp, em = results["optimal LP"], results["ExpMech"]
     out.print(f"uniform random output would cost {uniform_loss(space.cost, space.prior):.4g}; "
@@ -345,3 +371,20 @@ def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str, out_dir_
               "of the mass to uniform.")
     sample = lp.mechanism.perturb(np.arange(5), rng=seed)
     out.print(f"perturbing records 0..4 -> outputs {sample.tolist()} (try: certdp perturb {paths['optimal LP']})")
+    _demo_picture(space, lp, em, Path(out_dir) / "demo.png")
+
+
+def _demo_picture(space, lp: SolveResult, em: SolveResult, path: Path) -> None:
+    """The demo's picture: the optimal mechanism on the map and its loss against ExpMech."""
+    from .._optional import MissingExtraError
+    from ..plots import mechanism_picture
+
+    record = int(np.argmin(np.abs(space.points - space.points.mean(axis=0)).sum(axis=1)))   # a central cell
+    try:
+        per_record = [(res.mechanism.matrix * space.cost).sum(axis=1) for res in (lp, em)]
+        p = mechanism_picture(space.points, space.output_points, lp.mechanism.matrix, record, *per_record, path, names=("optimal LP", "ExpMech"),
+                              title=f"{space.name}: eps {space.epsilon:g}/km, eta {space.eta:g} km, travel cost")
+    except MissingExtraError as exc:
+        err.print(f"no picture: {exc}", highlight=False)
+        return
+    note(f"picture written to {p}")

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from .. import _validate as V
 from .._io import load_json, write_json
-from .common import Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, resolve_seed
+from .common import (Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, print_table, resolve_seed,
+                     table_format)
 
 
 @main.group()
@@ -172,6 +173,7 @@ def view_query(view_file, queries, as_json) -> None:
               help="write the table as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
+@table_format
 def view_compare(table, columns, domains_file, names, preset, accept_data_leak, overflow, methods, epsilon, queries,
                  query_columns, reps, seed, out_path, quiet, as_json) -> None:
     """RMSE of several view methods on one random range-query workload (R-RMSE vs RIPOST)."""
@@ -184,8 +186,9 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
         seed = resolve_seed(seed)
         target = check_output_path(out_path, ".json")
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
-        with Live(f"comparing {', '.join(names_)}", quiet=quiet):
-            rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed)
+        with Live(f"comparing {', '.join(names_)}", quiet=quiet) as live:
+            rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed,
+                                                progress=live)
         skipped = [f"{m} skipped: {why}" for m, why in skipped_by.items()]
         report = {"columns": list(tensor.columns), "epsilon": epsilon, "seed": seed,
                   "rows": [r.as_dict() for r in rows], "skipped": skipped}
@@ -203,4 +206,4 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
     for r in rows:
         t.add_row(r.method, fmt(r.rmse_mean), fmt(r.rmse_std, 3), fmt(r.relative, 3), fmt(r.blocks_mean),
                   fmt(r.seconds_mean, 3), fmt(r.spent_max))
-    out.print(t)
+    print_table(t)

@@ -23,9 +23,11 @@ COST_MODELS = ("distance", "travel")
 class TravelModel(Protocol):
     """Path (travel) distances from records to destinations, for the travel cost (Eq. 48)."""
 
-    def n_destinations_available(self) -> int: ...
+    def n_destinations_available(self) -> int:
+        """How many destinations the travel cost can sample from."""
 
-    def sample_destinations(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
+    def sample_destinations(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` distinct destinations drawn with ``rng``."""
 
     def record_to_destination(self, destinations: np.ndarray) -> np.ndarray:
         """(N, T) path distances from every record to every destination."""
@@ -54,6 +56,7 @@ class Dataset:
 
     @property
     def n_records(self) -> int:
+        """The number of records N."""
         return int(self.points.shape[0])
 
 

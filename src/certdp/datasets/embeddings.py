@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,13 @@ def read_npy_words(npy: str | Path, words: str | Path | None = None) -> tuple[li
     p = Path(npy)
     if not p.is_file():
         raise ValueError(f"embedding file not found: {p}")
-    vecs = np.load(p).astype(np.float64)
+    try:
+        raw = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{p} is not a .npy array file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(raw, np.ndarray) or raw.dtype.kind not in "fiu":
+        raise ValueError(f"{p} must hold one numeric (words x dim) array")
+    vecs = raw.astype(np.float64)
     if vecs.ndim != 2:
         raise ValueError(f"{p} must hold a 2-D (words x dim) array, got shape {vecs.shape}")
     wp = Path(words) if words is not None else p.with_suffix(".txt")
@@ -134,3 +141,23 @@ def clustered_embeddings(path: str | Path, n: int, *, seed: RNGLike = None, clos
     idx = cand[clustered_vocabulary(vecs[cand], n, close=close, seed=seed)]
     return Dataset(points=vecs[idx], metric="euclidean", name=f"clustered:{p.name}:{n}",
                    labels=tuple(wl[i] for i in idx))
+
+
+def vocabulary(path: str | Path, n: int | None = None, *, words: str | Path | None = None,
+               pattern: str | re.Pattern[str] | None = None) -> Dataset:
+    """The first ``n`` words of an embedding file (all when None or fewer), in the file's order
+    (word2vec files list the most frequent words first): no sampling, so the vocabulary is
+    public and the same on every run. Only entries that ``pattern`` matches in full are kept
+    (default: every entry), and an entry whose vector repeats an earlier one is dropped
+    (records must be distinct points). Euclidean distance between vectors."""
+    p = Path(path)
+    wl, vecs, cand = _read_distinct(p, words)
+    if pattern is not None:
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        cand = np.array([i for i in cand if rx.fullmatch(wl[i])], dtype=np.int64)
+    if n is not None:
+        cand = cand[:V.int_in_range("n", n, 2)]
+    if len(cand) < 2:
+        raise ValueError(f"{p} has fewer than two usable distinct words")
+    return Dataset(points=vecs[cand], metric="euclidean", name=f"vocabulary:{p.name}:{len(cand)}",
+                   labels=tuple(wl[i] for i in cand))

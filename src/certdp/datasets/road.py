@@ -34,6 +34,7 @@ class RoadNetwork:
 
     @property
     def n_nodes(self) -> int:
+        """The number of nodes."""
         return int(self.ids.shape[0])
 
     def path_distances(self, sources: np.ndarray, limit: float = np.inf) -> np.ndarray:
@@ -113,12 +114,15 @@ class RoadTravel:
     candidate_destinations: np.ndarray
 
     def n_destinations_available(self) -> int:
+        """The nodes of the largest component that can be destinations."""
         return int(len(self.candidate_destinations))
 
     def sample_destinations(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` distinct destination nodes drawn with ``rng``, sorted."""
         return np.sort(rng.choice(self.candidate_destinations, size=n, replace=False))
 
     def record_to_destination(self, destinations: np.ndarray) -> np.ndarray:
+        """(N, T) shortest-path distances in km from every record node to each destination."""
         dist = self.network.path_distances(np.asarray(destinations, dtype=np.int64))
         return dist[:, self.record_nodes].T.copy()
 

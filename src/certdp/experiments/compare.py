@@ -34,6 +34,7 @@ class Comparison:
     audit_passed: bool | None
 
     def as_dict(self) -> dict[str, Any]:
+        """The row as a JSON-ready dictionary."""
         return dict(self.__dict__)
 
 

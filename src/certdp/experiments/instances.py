@@ -65,10 +65,12 @@ def _need(path: Path) -> Path:
 
 
 def words_file() -> Path:
+    """The 2,000-word word2vec matrix under the shared data folder."""
     return data_dir() / "word2vec" / "w2v_gnews_bolukbasi_top2000_lower.npy"
 
 
 def helsinki_files() -> tuple[Path, Path]:
+    """The Helsinki walking network's node and edge CSV files under the shared data folder."""
     d = data_dir() / "helsinki"
     return d / "helsinki_walking_nodes.csv", d / "helsinki_walking_edges.csv"
 

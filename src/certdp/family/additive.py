@@ -117,17 +117,21 @@ class NoiseMechanism:
 
     @property
     def epsilon(self) -> float:
+        """The privacy budget per unit distance."""
         return self.space.epsilon
 
     @property
     def n_records(self) -> int:
+        """The number of records."""
         return self.space.n_records
 
     @property
     def n_outputs(self) -> int:
+        """The number of outputs."""
         return self.space.n_outputs
 
     def save(self, path: object) -> None:
+        """Always raises ValueError: a sampled mechanism has no matrix to write."""
         raise ValueError(f"{self.method} has no exact matrix to write (its losses are Monte Carlo estimates); "
                          "it is defined by its sampler alone")
 
@@ -167,6 +171,7 @@ class MonteCarloResult:
     timings: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
+        """The ``--json`` summary: estimated losses with their standard errors."""
         return {"method": self.method, "status": "monte-carlo", "epsilon": self.epsilon, "draws": self.draws,
                 "n_records": int(self.matrix.shape[0]), "n_outputs": int(self.matrix.shape[1]),
                 "expected_loss": self.expected_loss, "expected_loss_se": self.expected_loss_se,

@@ -106,6 +106,7 @@ class ConstOptLP:
 
     @property
     def n_vars(self) -> int:
+        """The number of LP variables (free entries, weights Y and k)."""
         return len(self.c)
 
 
@@ -258,7 +259,8 @@ def _raw_matrix(lp: ConstOptLP, x: np.ndarray, D: np.ndarray, eps_lp: float) -> 
 
 
 def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: float | None,
-                  basis: Any = None, active: list[int] | None = None) -> tuple[Any, HighsLP, list[int]]:
+                  basis: Any = None, active: list[int] | None = None,
+                  progress: Progress | None = None) -> tuple[Any, HighsLP, list[int]]:
     """Solve the LP with the free-free rows (kind 3) generated lazily.
 
     Almost none of the kind-3 rows bind (a few dozen of 49,000 at n = 400), so the LP starts
@@ -275,7 +277,8 @@ def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: 
     rows = np.r_[base, k2 + np.asarray(order, dtype=np.int64)]
     t0 = time.perf_counter()
     model = HighsLP(lp.c, lp.A[rows], lp.row_lower[rows], lp.row_upper[rows], np.zeros(lp.n_vars),
-                    np.full(lp.n_vars, INF), solver=solver, time_limit=time_limit, tolerance=tolerance)
+                    np.full(lp.n_vars, INF), solver=solver, time_limit=time_limit, tolerance=tolerance,
+                    progress=progress)
     if basis is not None:
         model.set_basis(basis)
     sol = model.solve()
@@ -331,7 +334,7 @@ class _Sweep:
             report(self.progress, "lambda", f"lambda={lam}: warm start from lambda={self.prev[0]} (cap {cap:.0f} s)")
             t0 = time.perf_counter()
             sol, model, self.active = _solve_rowgen(lp, solver="simplex", tolerance=self.tolerance, time_limit=cap,
-                                                    basis=self.prev[2], active=self.active)
+                                                    basis=self.prev[2], active=self.active, progress=self.progress)
             self.t_solve += time.perf_counter() - t0
             if sol.status == "optimal":
                 return sol, model, True
@@ -342,7 +345,7 @@ class _Sweep:
                f"{lp.counts['nonzeros']} non-zeros")
         t0 = time.perf_counter()
         sol, model, self.active = _solve_rowgen(lp, solver=self.solver, tolerance=self.tolerance,
-                                                time_limit=remaining, active=self.active)
+                                                time_limit=remaining, active=self.active, progress=self.progress)
         self.t_solve += time.perf_counter() - t0
         self.first_seconds = self.first_seconds or (time.perf_counter() - t0)
         return sol, model, warm
@@ -364,7 +367,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
             whose predecessor's optimum already has stochastic rows costs nothing.
         select: the loss that picks the lambda: 'worst' (max_w L(H, w), the LP's objective) or
             'quantile' (L_q, the loss paper 002 reports; ``q`` its quantile).
-        solver, tolerance: HiGHS settings for the first LP of the sweep. 'auto' picks dual
+        tolerance: HiGHS's feasibility tolerance for the LPs.
+        solver: the HiGHS algorithm of the first LP of the sweep. 'auto' picks dual
             simplex up to 8,000 variables (n = 400, r = 10 is 4,401: 6 s against IPM's 8 s; on
             Helsinki POIs at eps 32/km, n = 200, 4 s against 105 s, where the exp(eps d) range
             slows IPM down) and IPM with crossover above (n = 1,000: dual simplex needed 323 s
@@ -436,6 +440,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
     assert best is not None
     _, H, lam = best
     t0 = time.perf_counter()
+    report(progress, "phase", f"lambda={lam} chosen; certifying the {H.shape[0]} x {H.shape[1]} matrix on "
+           f"{len(space.neighbor_pairs[0])} protected pairs")
     mech, cert = Mechanism.certified(space, H, method="constopt", r=r, **{"lambda": lam})
     t_cert = time.perf_counter() - t0
     loss = worst_case_loss(mech.matrix, space.cost)

@@ -130,6 +130,7 @@ class BlockResult:
 
     @property
     def feasible(self) -> bool:
+        """Whether the block's LP was solved to optimality (so it gives an optimality cut)."""
         return self.status == "optimal"
 
 
@@ -169,6 +170,7 @@ class BlockSolver:
             yield m, m.solve()
 
     def solve(self, y_coupled: np.ndarray, theta: float, time_limit: float | None = None) -> BlockResult:
+        """Solve the block for the master's coupling values ``y_coupled`` and estimate ``theta``, and return its cut."""
         t0 = time.perf_counter()
         deadline = math.inf if time_limit is None else t0 + time_limit
         spec = self.spec
@@ -231,9 +233,11 @@ class Runner(Protocol):
     """Runs every block for a given ``y``; the answer must not depend on the executor."""
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None
-                  ) -> list[BlockResult]: ...
+                  ) -> list[BlockResult]:
+        """Solve every block for the master point (``y``, ``theta``); one result per block, in block order."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the runner's workers."""
 
 
 class SerialRunner:
@@ -243,9 +247,11 @@ class SerialRunner:
         self.solvers = [BlockSolver(i, b, tolerance) for i, b in enumerate(blocks)]
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Solve the blocks one after another in this process."""
         return solve_in_turn(((s, y[s.spec.coupling], float(theta[s.index])) for s in self.solvers), time_limit)
 
     def close(self) -> None:
+        """Drop the block models."""
         self.solvers = []
 
 
@@ -266,6 +272,7 @@ class BendersOutcome:
 
     @property
     def gap(self) -> float:
+        """The relative gap between the upper and lower bounds."""
         g = relative_gap(self.upper_bound, self.lower_bound)
         return math.inf if g is None else g
 
@@ -332,6 +339,7 @@ class BendersMaster:
         self.n_cuts += R.shape[0]
 
     def add_cuts(self, cuts: Sequence[Cut], couplings: Sequence[np.ndarray]) -> None:
+        """Add the blocks' cuts to the live master (HiGHS hot-starts from its basis)."""
         if not cuts:
             return
         rows, cols, vals, up = [], [], [], []

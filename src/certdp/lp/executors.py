@@ -79,6 +79,7 @@ class BlockGroup:
         self.solvers = {i: BlockSolver(i, spec, tolerance) for i, spec in items}
 
     def solve(self, payload: dict[int, tuple[np.ndarray, float]], time_limit: float | None = None) -> list[BlockResult]:
+        """Solve the group's blocks for the master values in ``payload`` (block -> (y, theta))."""
         return solve_in_turn(((self.solvers[i], y, th) for i, (y, th) in payload.items()), time_limit)
 
 
@@ -407,6 +408,7 @@ class _GroupRunner:
         return self.work.replays
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Send each group its blocks' master values and gather the results in block order."""
         args = [({i: (y[self.blocks[i].coupling], float(theta[i])) for i in g}, time_limit) for g in self.groups]
         out: list[BlockResult] = []
         for part in self.work.call_all(args):
@@ -414,6 +416,7 @@ class _GroupRunner:
         return sorted(out, key=lambda r: r.block)
 
     def close(self) -> None:
+        """End the workers (killed at once when busy: the caller is unwinding from an error)."""
         self.work.close()
 
 
@@ -439,20 +442,33 @@ def dask_client(workers: int, address: str | None, purpose: str, connect_timeout
                              f"{exc}") from None
     with children_immune_to_group_signals():
         cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
+                                           host="127.0.0.1", dashboard_address=":0",   # no port to collide on
+                                           silence_logs=logging.CRITICAL)
     return distributed.Client(cluster), cluster
 
 
 def close_dask(client: Any, cluster: Any) -> None:
-    """Close a :func:`dask_client` pair; our own cluster first, so that no worker heartbeats
-    into a scheduler that has gone. While the process is stopping nothing is closed: the
-    command ends the cluster's processes itself, at once, where a graceful close takes a
-    second or more."""
+    """Close a :func:`dask_client` pair quietly. The client goes first, releasing the data it
+    scattered: a worker that leaves while it still holds scattered data makes the scheduler log
+    an ERROR about data "that can't be recovered", though the run is over and nothing is lost.
+    Then our own cluster (its workers, then its scheduler), with Dask's loggers held at CRITICAL:
+    connections that close while the processes stop are the normal end of a run, not errors.
+    While the process is stopping nothing is closed: the command ends the cluster's processes
+    itself, at once, where a graceful close takes a second or more."""
     if stop_requested():
         return
-    if cluster is not None:
-        cluster.close()
-    client.close()
+    quiet = [logging.getLogger(n) for n in ("distributed", "distributed.scheduler", "distributed.core",
+                                            "distributed.nanny", "distributed.worker", "tornado", "asyncio")]
+    levels = [lg.level for lg in quiet]
+    try:
+        for lg in quiet:
+            lg.setLevel(logging.CRITICAL)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        for lg, lv in zip(quiet, levels):
+            lg.setLevel(lv)
 
 
 class DaskRunner(_GroupRunner):

@@ -48,6 +48,7 @@ class Violations:
 
     @property
     def cross_ratio(self) -> float:
+        """The share of cross-user pairs checked that violate Geo-Ind."""
         return self.cross_violations / self.cross_checked if self.cross_checked else 0.0
 
     @property
@@ -56,6 +57,7 @@ class Violations:
         return self.cross_violations / self.paper_pairs if self.paper_pairs else 0.0
 
     def summary(self) -> dict:
+        """A JSON-ready summary of the violation counts, ratios and errors."""
         e = self.errors
         pos = self.cross_checked - self.zero_checked
         return {"violation_ratio": self.ratio, "cross_user_violation_ratio": self.cross_ratio,

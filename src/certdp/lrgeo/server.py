@@ -187,6 +187,7 @@ def block_start(master: MasterSpec, specs: list[BlockSpec], y: np.ndarray
 
 @dataclass
 class SolveInfo:
+    """How the server's last CLR-Geo solve went: method, bounds, gap, rounds and seconds."""
     method: str
     status: str
     upper_bound: float
@@ -250,6 +251,7 @@ class LRGeoServer:
 
     # ------------------------------------------------------------ messages
     def handle_table_request(self, req: TableRequest) -> TableResponse:
+        """Answer a user's request for the reference table around its circle."""
         if not isinstance(req, TableRequest):
             raise ProtocolError("expected a TableRequest")
         self.circles[req.user] = (req.center.copy(), req.radius_km)
@@ -299,6 +301,7 @@ class LRGeoServer:
         return self.world.travel[inside].max(axis=0)
 
     def build(self, users: list[str] | None = None) -> tuple[MasterSpec, list[UserBlock]]:
+        """The master and the user blocks of CLR-Geo for ``users`` (default: every user with a request)."""
         names = list(self.requests) if users is None else users
         if not names:
             raise ValueError("no user requests to solve")

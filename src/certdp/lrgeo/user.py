@@ -25,7 +25,7 @@ from .. import _validate as V
 from ..certify import certify
 from ..datasets.city import World, project_km
 from ..mechanism import Mechanism
-from ..randomness import RNGLike, as_generator
+from ..randomness import CounterRNG, RNGLike, as_generator
 from ..space import Geometry, haversine_km
 from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import lookup, travel_pairs
@@ -87,6 +87,7 @@ class LRGeoParams:
 
     @property
     def circle_radius(self) -> float:
+        """The radius (km) of the circle whose table the user asks for: 2 Gamma + r_obf."""
         return 2.0 * self.lr_radius + self.r_obf
 
     @property
@@ -127,7 +128,7 @@ class LRGeoUser:
         self.params = params
         self.location = V.int_in_range("location", location, 0, world.K - 1)
         self.name = name or f"user-{location}"
-        self.rng = as_generator(rng)
+        self.rng = rng if isinstance(rng, CounterRNG) else as_generator(rng)   # CounterRNG: the page's draws
         self.centre = self.location
         if params.hide > 0:   # a decoy centre within hide of the location (see LRGeoParams.hide)
             near = np.flatnonzero(geo_ind_path_distance(world, params.gamma, self.location, params.hide)
@@ -149,9 +150,11 @@ class LRGeoUser:
 
     @property
     def n(self) -> int:
+        """The size of the user's LR set."""
         return int(len(self.lr))
 
     def table_request(self) -> TableRequest:
+        """The request for the reference table around the user (a circle, not the location)."""
         return TableRequest(user=self.name, center=self.world.latlon[self.anchor].copy(),
                             radius_km=self.params.circle_radius)
 

@@ -335,7 +335,8 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         partition: one of 'kmeans-dv', 'kmeans-rec', 'kmeans-adj', 'bsc', 'metis'.
         subsets: M, the number of subsets (default: the paper's 25, or N when there are fewer records).
         gap: stop at this relative gap.
-        max_iterations, time_limit: the other stopping rules (the time limit is wall-clock time).
+        max_iterations: stop after this many rounds.
+        time_limit: stop after this many seconds of wall-clock time.
         reduce: drop implied edges before decomposing (exact).
         initial_cuts: 'subset' (Property 3.2 cuts between non-neighbouring boundary records
             of the same subset) or 'none'.

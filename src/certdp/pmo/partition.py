@@ -40,6 +40,7 @@ class Partition:
 
     @property
     def n_subsets(self) -> int:
+        """The number of subsets M."""
         return int(self.labels.max()) + 1 if len(self.labels) else 0
 
     def boundary_mask(self, edges: np.ndarray) -> np.ndarray:

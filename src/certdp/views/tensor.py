@@ -46,6 +46,7 @@ class Domain:
 
     @staticmethod
     def categorical(name: str, values: Sequence[Any]) -> "Domain":
+        """A categorical column with its public values."""
         vals = tuple(values)
         if not vals:
             raise ValueError(f"column {name!r}: the value set must not be empty")
@@ -55,6 +56,7 @@ class Domain:
 
     @staticmethod
     def numeric(name: str, low: float, high: float, bins: int = MAX_BINS) -> "Domain":
+        """A numeric column binned into ``bins`` equal bins over [low, high]."""
         lo, hi = float(low), float(high)
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ValueError(f"column {name!r}: the range must be finite with low < high, got [{low}, {high}]")
@@ -63,14 +65,17 @@ class Domain:
 
     @property
     def is_numeric(self) -> bool:
+        """Whether the column is numeric (binned) rather than categorical."""
         return self.values is None
 
     @property
     def size(self) -> int:
+        """The number of cells along this column (an overflow bin included)."""
         base = self.bins if self.is_numeric else len(self.values)  # type: ignore[arg-type]
         return int(base) + (1 if self.overflow else 0)
 
     def labels(self) -> list[str]:
+        """A label for each cell: the value, or the bin's interval."""
         if self.is_numeric:
             w = (self.high - self.low) / self.bins  # type: ignore[operator]
             out = [f"[{self.low + i * w:g}, {self.low + (i + 1) * w:g})" for i in range(self.bins)]  # type: ignore
@@ -165,6 +170,7 @@ class CountTensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The number of cells along each column."""
         return tuple(d.size for d in self.domains)
 
     @property
@@ -174,10 +180,12 @@ class CountTensor:
 
     @property
     def total(self) -> int:
+        """The number of rows counted."""
         return int(self.counts.sum())
 
     @property
     def columns(self) -> tuple[str, ...]:
+        """The columns' names, in axis order."""
         return tuple(d.name for d in self.domains)
 
     @classmethod

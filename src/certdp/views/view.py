@@ -130,6 +130,7 @@ def true_answers(tensor: CountTensor, work: Workload) -> np.ndarray:
 
 
 def rmse(estimate: np.ndarray, truth: np.ndarray) -> float:
+    """The root mean squared error of ``estimate`` against ``truth``."""
     e, t = np.asarray(estimate, dtype=np.float64), np.asarray(truth, dtype=np.float64)
     if e.shape != t.shape or e.size == 0:
         raise ValueError("estimate and truth must be non-empty arrays of one shape")
@@ -188,9 +189,11 @@ class BlockView(_OverDomains):
 
     @property
     def n_blocks(self) -> int:
+        """The number of blocks."""
         return int(self.values.size)
 
     def answer(self, work: Workload) -> np.ndarray:
+        """The answers of the workload's range queries from the blocks (uniform within each block)."""
         return answer_boxes(self.lo, self.hi, self.values, self.shape, work)
 
     def query(self, text: str) -> float:
@@ -198,6 +201,7 @@ class BlockView(_OverDomains):
         return float(self.answer(Workload.parse(self.domains, [text]))[0])
 
     def to_dict(self) -> dict[str, Any]:
+        """The view as a JSON-ready dictionary (the view file's content)."""
         return {**_header(self),
                 "lo": self.lo.tolist(), "hi": self.hi.tolist(), "values": [float(v) for v in self.values]}
 
@@ -207,6 +211,7 @@ class BlockView(_OverDomains):
 
     @classmethod
     def load(cls, path: str | Path) -> "BlockView":
+        """Read a view file as blocks."""
         v = load_view(path)
         if not isinstance(v, BlockView):
             raise ValueError(f"{path} holds a {v.method} view, not one of blocks")
@@ -214,6 +219,7 @@ class BlockView(_OverDomains):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BlockView":
+        """The view described by ``d`` (a view file's content)."""
         doms = tuple(Domain.from_dict(x) for x in d["domains"])
         k = len(doms)
         lo = np.asarray(d["lo"], dtype=np.int64).reshape(-1, k)
@@ -295,6 +301,7 @@ class DenseView(_OverDomains):
 
     @property
     def n_blocks(self) -> int:
+        """The number of cells (each cell is a block)."""
         return int(self.noisy.size)
 
     def to_blocks(self) -> BlockView:
@@ -307,9 +314,11 @@ class DenseView(_OverDomains):
                          self.spent, self.params, self.ledger)
 
     def save(self, path: str | Path) -> Path:
+        """Write the view as a file of blocks."""
         return self.to_blocks().save(path)
 
     def answer(self, work: Workload) -> np.ndarray:
+        """The answers of the workload's range queries from the noisy cells (summed-area table)."""
         if self._sat is None:
             self._sat = summed_area(self.noisy)
         out = box_sums(self._sat, work.lo, work.hi)
@@ -332,12 +341,15 @@ class SampleView(_OverDomains):
 
     @property
     def n_blocks(self) -> int:
+        """The number of distinct synthetic records."""
         return int(self.counts.size)
 
     def answer(self, work: Workload) -> np.ndarray:
+        """The answers of the workload's range queries counted on the synthetic records."""
         return answer_boxes(self.coords, self.coords + 1, self.counts.astype(np.float64), self.shape, work)
 
     def to_dict(self) -> dict[str, Any]:
+        """The view as a JSON-ready dictionary (the view file's content)."""
         return {**_header(self),
                 "records": {"coords": self.coords.tolist(), "counts": [int(c) for c in self.counts]}}
 
@@ -347,6 +359,7 @@ class SampleView(_OverDomains):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SampleView":
+        """The view described by ``d`` (a view file's content)."""
         doms = tuple(Domain.from_dict(x) for x in d["domains"])
         coords = np.asarray(d["records"]["coords"], dtype=np.int64).reshape(-1, len(doms))
         counts = np.asarray(d["records"]["counts"], dtype=np.int64)
@@ -387,6 +400,7 @@ class MarginalView(_OverDomains):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "MarginalView":
+        """The view described by ``d`` (a view file's content)."""
         doms = tuple(Domain.from_dict(x) for x in d["domains"])
         shape = [x.size for x in doms]
         table = {}
@@ -414,6 +428,7 @@ class MarginalView(_OverDomains):
         return self._tables[axes]
 
     def answer(self, work: Workload) -> np.ndarray:
+        """The answers of the workload's range queries from the model's marginals."""
         shp = np.asarray(self.shape, dtype=np.int64)
         restricted = (work.lo > 0) | (work.hi < shp[None, :])
         out = np.zeros(work.lo.shape[0])

@@ -81,13 +81,16 @@ class ColumnMaster:
 
     @property
     def n_cols(self) -> int:
+        """The number of columns in the master."""
         return int(self.cost.size)
 
     def set_box(self, center: np.ndarray, delta: float | np.ndarray) -> None:
+        """Restrict the row-sum multipliers to a box of half-width ``delta`` around ``center``."""
         self.center = center.copy()
         self.delta = np.asarray(delta, dtype=np.float64)
 
     def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
+        """Add the priced columns ``R`` (one per output ``owner``, of cost ``g``) to the master."""
         support = R != 0
         first = self.comp[np.argmax(support, axis=0)]
         if np.any(support & (self.comp[:, None] != first[None, :])):
@@ -231,6 +234,7 @@ class ColumnMaster:
         return int(drop.sum())
 
     def matrix(self, b: np.ndarray, K: int) -> np.ndarray:
+        """The (N, K) perturbation matrix of the master's column weights ``b``."""
         Z = np.zeros((self.n, K))
         np.add.at(Z.T, self.owner, (self.R * b[None, :]).T)
         return Z

@@ -184,10 +184,12 @@ class Pricer:
 
     @property
     def fallbacks(self) -> int:
+        """How many pricing LPs fell back to another HiGHS algorithm."""
         return self.group.fallbacks
 
     @property
     def failures(self) -> int:
+        """How many pricing LPs failed."""
         return self.group.failures
 
     def close(self) -> None:
