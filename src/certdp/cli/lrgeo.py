@@ -229,7 +229,6 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
     browser. Users connect with `certdp lrgeo user --server URL` or the page; the API is
     documented at /docs. Stops cleanly on SIGINT or SIGTERM."""
     import logging
-    import sys
 
     from ..lrgeo.service import RoundScheduler, serve
 
@@ -244,9 +243,9 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
         _check_listen(host, port)
         world, P, spec = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
                                 table_cell, hide, quiet)
-        if not logging.getLogger().handlers:
-            logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
-                                format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        service_log = logging.getLogger("certdp.lrgeo.service")
+        if not quiet and service_log.getEffectiveLevel() > logging.INFO:
+            service_log.setLevel(logging.INFO)   # a server logs each access and each round by default
         sched = RoundScheduler(world, P, spec=spec, limits=limits, method=method, gap=gap, time_limit=time_limit)
         if not quiet:
             err.print(f"LR-Geo server {sched.instance} on http://{host}:{port} ({world.name}, K={world.K}; table built "
