@@ -73,6 +73,7 @@ class StopFlag:
 
     @property
     def stop(self) -> bool:
+        """Whether to stop: a stop signal came during the section, or the process is stopping."""
         return self._own or _stopping.is_set()
 
 

@@ -58,6 +58,7 @@ class OneLineErrors(click.Group):
 
     @commands.setter
     def commands(self, value: dict[str, click.Command]) -> None:
+        """Set by click when the group is made."""
         self._commands = value
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:

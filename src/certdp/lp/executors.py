@@ -270,21 +270,27 @@ class ProcessHolders:
         self.ctx = worker_context()
 
     def launch(self, i: int) -> WorkerProcess:
+        """Start a process building group ``i``'s object (:meth:`ready` waits for it)."""
         return WorkerProcess(self.factory, self.args_of(i), self.method, self.ctx, what=self.what(i))
 
     def ready(self, launched: WorkerProcess) -> WorkerProcess:
+        """The process once its object is built."""
         return launched.ready()
 
     def send(self, holder: WorkerProcess, args: tuple) -> Any:
+        """Send a call; its ``result()`` is the answer."""
         return holder.submit(*args)
 
     def lost(self, exc: BaseException, holder: WorkerProcess) -> bool:
+        """Whether ``exc`` says the process is gone."""
         return isinstance(exc, WorkerLost)
 
     def stop(self, holder: WorkerProcess) -> None:
+        """End a lost holder (what is left of it)."""
         holder.close()
 
     def close(self, holders: list[Any]) -> None:
+        """End every holder."""
         for h in holders:
             h.close()
 
@@ -300,14 +306,17 @@ class DaskHolders:
         self.factory, self.args_of, self.method, self.what = factory, args_of, method, what
 
     def launch(self, i: int) -> Any:
+        """Submit group ``i``'s object as an actor (:meth:`ready` waits for it)."""
         if not self.client.scheduler_info().get("workers"):
             raise WorkerLost(f"no Dask worker is left to hold {self.what(i)}")
         return self.client.submit(self.factory, *self.args_of(i), actor=True, pure=False)
 
     def ready(self, launched: Any) -> Any:
+        """The actor once it is built."""
         return launched.result()
 
     def send(self, holder: Any, args: tuple) -> Any:
+        """Call the actor; its ``result()`` is the answer, or raises why it is not."""
         try:
             return getattr(holder, self.method)(*args)
         except Exception as exc:   # distributed raises on the attribute of an actor whose worker is gone
@@ -320,9 +329,10 @@ class DaskHolders:
             "KilledWorker", "CancelledError", "FutureCancelledError")
 
     def stop(self, holder: Any) -> None:
-        pass
+        """Nothing: a lost actor's worker is the cluster's to replace."""
 
     def close(self, holders: list[Any]) -> None:
+        """Close the client and the cluster this executor made (:func:`close_dask`)."""
         close_dask(self.client, self.cluster)
 
 
@@ -383,6 +393,7 @@ class ReplayedGroups:
             self.holders.send(self.held[i], a).result()
 
     def close(self) -> None:
+        """End every worker (a busy process is killed: the caller is unwinding from an error)."""
         held, self.held = self.held, []
         self.holders.close(held)
 
