@@ -83,7 +83,7 @@ def test_the_command_starts_without_the_heavy_imports():
     assert r.stdout.strip() == "[]", r.stdout
 
 
-def test_a_large_highs_solve_in_the_main_thread_stops_at_ctrl_c_and_stays_usable(monkeypatch):
+def test_a_large_highs_solve_in_the_main_thread_stops_at_ctrl_c_and_stays_usable(monkeypatch, request):
     """Library use: Ctrl-C during a large HiGHS solve in the main thread (sent here from HiGHS's
     own tenth poll, so that it surely lands inside the solve) raises KeyboardInterrupt as soon
     as HiGHS returns from its next iteration, not at the end of the solve, and the model can
@@ -102,6 +102,8 @@ def test_a_large_highs_solve_in_the_main_thread_stops_at_ctrl_c_and_stays_usable
 
     poll_and_interrupt_once.__wrapped__ = highs._poll
     monkeypatch.setattr(highs, "_poll", poll_and_interrupt_once)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # Python's own, even under nohup
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     rng = np.random.default_rng(0)
     m, n = 600, 2000
     A = sp.random(m, n, density=0.05, random_state=1, format="csr")
