@@ -21,7 +21,7 @@ from pathlib import Path
 #: its own room and from the rooms below it. A room is a module or a package, named without the
 #: package's own name; the package's ``__init__`` (the public facade) may import anything.
 ROOMS: tuple[tuple[str, ...], ...] = (
-    ("_validate", "_io", "_optional", "randomness", "progress"),
+    ("_validate", "_io", "_optional", "_interrupt", "randomness", "progress"),
     ("space",),
     ("datasets",),
     ("graph",),

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -113,25 +114,57 @@ def _umask() -> int:
     return mask
 
 
+_pending: dict[str, Path] = {}     # temporary file -> the file it will replace
+_written: list[Path] = []          # files this process has written
+_registry = threading.RLock()
+
+
 @contextmanager
 def atomic_target(path: str | Path, suffix: str) -> Iterator[str]:
     """Yield a temporary file name beside ``path``; on success it replaces ``path``, on any
     error it is removed, so a failed write never leaves a partial file behind. An ``OSError``
-    (raised here or by the caller's write) becomes an :class:`OutputError` naming ``path``."""
+    (raised here or by the caller's write) becomes an :class:`OutputError` naming ``path``.
+    The write is registered while it lasts, so that a process stopped by a signal removes it
+    too (:func:`abandon_writes`)."""
     p = Path(path)
     tmp: str | None = None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=suffix)
         os.close(fd)
+        with _registry:
+            _pending[tmp] = p
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())      # the permissions of a file created normally
-        os.replace(tmp, p)
+        with _registry:
+            os.replace(tmp, p)
+            _written.append(p)
     except OSError as exc:
         raise OutputError(f"cannot write {p}: {_reason(exc)}") from None
     finally:
-        if tmp is not None and os.path.lexists(tmp):
+        if tmp is not None:
+            with _registry:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                _pending.pop(tmp, None)
+
+
+def abandon_writes(wait: float = 0.2) -> list[Path]:
+    """For a process about to exit on a signal, from any thread: remove the temporary file of
+    every write still under way and return the files already written. A write whose temporary
+    file is gone has replaced its file (the replacement is atomic), so it counts as written.
+    The registry is taken for at most ``wait`` seconds (the thread holding it may be stuck)
+    and never given back, so no write completes afterwards."""
+    _registry.acquire(timeout=wait)
+    written = list(_written)
+    for tmp, target in list(_pending.items()):
+        try:
             os.unlink(tmp)
+        except FileNotFoundError:
+            written.append(target)
+        except OSError:
+            pass
+    return written
 
 
 def write_json(path: str | Path, obj: Any) -> Path:

@@ -16,6 +16,7 @@ checked before any work."""
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import logging
 import math
@@ -34,9 +35,14 @@ from rich.table import Table
 from .._io import output_path
 from ..datasets import build_space, parse_dataset
 from .._optional import MissingExtraError
-from ..audit import MechanismFileError
 from ..lp.outcome import SolverLimitError
 from ..progress import ProgressEvent
+from .interrupt import finish, stop_guard, stop_requested
+
+COMMAND_MODULES = ("mechanisms", "files", "views", "lrgeo", "text")
+"""The modules of ``certdp.cli`` that define the subcommands. The group imports them (and
+with them numpy, scipy, HiGHS...) when its commands are first needed: inside the command's
+signal handling, so that Ctrl-C during those imports is answered like anywhere else."""
 
 # Lines are never wrapped at the terminal's (or a pipe's default 80) width: a message or a path
 # cut in two is harder to read and to copy than a long line.
@@ -112,32 +118,62 @@ class Command(click.Command):
 
 class OneLineErrors(click.Group):
     """A command group whose usage errors (a missing option, a value of the wrong type) are one
-    line, ``Error: ...``, with exit status 2, like every other bad input; its commands and
-    subgroups have bounded number parameters."""
+    line, ``Error: ...``, with exit status 2, like every other bad input; whose commands and
+    subgroups have bounded number parameters; and whose commands stop on SIGINT, SIGTERM and
+    SIGHUP as :mod:`certdp.cli.interrupt` describes (one line, exit status 128 + the signal's
+    number, no partial file, no process left)."""
 
     command_class = Command
     group_class = type
+    _loaded = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _bounded(self.params)
 
+    @property   # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        """The subcommands, their modules imported on first use (:data:`COMMAND_MODULES`)."""
+        if not self._loaded:
+            self._loaded = True
+            for name in COMMAND_MODULES:
+                importlib.import_module(f"{__package__}.{name}")
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        """Set by click when the group is made."""
+        self._commands = value
+
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Run the command; in standalone mode a usage error is one ``Error:`` line with exit status 2."""
-        if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
-        try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
-        except click.UsageError as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
-            click.echo("Aborted: nothing was written", err=True)
-            sys.exit(130)
+        with stop_guard():      # in force already when run as the program (certdp.cli.run)
+            if not standalone_mode:
+                return super().main(*args, standalone_mode=False, **kwargs)
+            try:
+                rv = super().main(*args, standalone_mode=False, **kwargs)
+            except click.UsageError as exc:
+                click.echo(f"Error: {exc.format_message()}", err=True)
+                sys.exit(exc.exit_code)
+            except click.ClickException as exc:
+                exc.show()
+                sys.exit(exc.exit_code)
+            except click.exceptions.Abort:
+                if stop_requested():
+                    finish("main")
+                click.echo("Aborted: nothing was written", err=True)
+                sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a stop signal ends the process here, before click would turn it
+        into an Abort (and print an empty line)."""
+        try:
+            return super().invoke(ctx)
+        except BaseException:
+            if stop_requested():
+                finish("main")
+            raise
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -193,24 +229,39 @@ def _one_line(exc: BaseException | str) -> str:
     return " ".join(text.split())
 
 
+class WorkerFailure(click.ClickException):
+    """A worker process was lost (killed, out of memory, its machine gone) and could not be
+    replaced: exit status 5."""
+
+    exit_code = 5
+
+
 @contextmanager
 def friendly_errors() -> Iterator[None]:
     """Turn bad input (and a file system error) into a one-line error (exit 2), a solver limit
-    or a missing extra into a one-line failure (exit 1), and Ctrl-C into exit 130, never a
-    traceback."""
+    or a missing extra into a one-line failure (exit 1), a lost worker into a one-line failure
+    (exit 5), never a
+    traceback. A stop signal (Ctrl-C) ends the process as :mod:`certdp.cli.interrupt` says,
+    whatever it was raised as on its way here."""
     try:
         yield
-    except (ValueError, TypeError, MechanismFileError) as exc:
-        raise BadInput(_one_line(exc)) from None
-    except OSError as exc:          # a file system error no reader turned into a message of its own
-        raise BadInput(_one_line(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")) from None
-    except (SolverLimitError, MissingExtraError) as exc:
-        raise click.ClickException(_one_line(exc)) from None
-    except MemoryError:
-        raise click.ClickException("out of memory: the instance is too large for this machine") from None
-    except KeyboardInterrupt:
-        err.print("interrupted: nothing was written")
-        sys.exit(130)
+    except BaseException as exc:
+        if stop_requested():
+            finish("main")
+        from ..audit import MechanismFileError
+        from ..lp.executors import WorkerLost
+
+        if isinstance(exc, (ValueError, TypeError, MechanismFileError)):
+            raise BadInput(_one_line(exc)) from None
+        if isinstance(exc, (SolverLimitError, MissingExtraError)):
+            raise click.ClickException(_one_line(exc)) from None
+        if isinstance(exc, WorkerLost):
+            raise WorkerFailure(_one_line(exc)) from None
+        if isinstance(exc, OSError):    # a file system error no reader turned into a message of its own
+            raise BadInput(_one_line(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")) from None
+        if isinstance(exc, MemoryError):
+            raise click.ClickException("out of memory: the instance is too large for this machine") from None
+        raise
 
 
 def fmt(v: Any, digits: int = 4) -> str:
