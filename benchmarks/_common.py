@@ -19,6 +19,39 @@ from pathlib import Path
 from typing import Any, Sequence
 
 _RUN = time.strftime("%Y%m%d-%H%M%S")
+
+
+class Steps:
+    """The progress line of a benchmark on stderr (the command's own line, :class:`certdp.cli.common.Live`):
+    builds done out of ``total`` with an estimate of the time left, and the last step of the build
+    that runs (HiGHS iterations and objective, rounds and certified gap). Use it as a context
+    manager; pass it as ``progress=`` to :func:`certdp.solve` and call :meth:`done` after each build.
+    """
+
+    def __init__(self, what: str, total: int) -> None:
+        from certdp.cli.common import Live
+
+        self.live = Live(what)
+        self.total = total
+        self.count = 0
+
+    def __enter__(self) -> "Steps":
+        self.live.__enter__()
+        self.done("starting", advance=False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(*exc)
+
+    def __call__(self, event: Any) -> None:
+        self.live(event)
+
+    def done(self, message: str, *, advance: bool = True) -> None:
+        """One more build is done (``message`` says which, with its result)."""
+        from certdp.progress import ProgressEvent
+
+        self.count += int(advance)
+        self.live(ProgressEvent("build", message, {"done": self.count, "total": self.total}))
 _WRITTEN: set[Path] = set()
 
 

@@ -21,7 +21,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 SHRINK = [(r"grid:\d+x\d+", "grid:4x5"), (r"--outputs \d+", "--outputs 5"), (r"gaussian:\d+:", "gaussian:12:"),
           (r"(\.npy|\.bin):\d+", r"\1:12"), (r"--grid \d+x\d+", "--grid 6x6"), (r"--users \d+", "--users 2"),
           (r"--subsets \d+", "--subsets 3"), (r"--r \d+", "--r 3"), (r"--reps \d+", "--reps 2"),
-          (r"--gap 1e-4", "--gap 1e-3")]
+          (r"--gap 1e-4", "--gap 1e-3"), (r"--vocabulary \d+", "--vocabulary 40")]
 
 
 def blocks(lang: str) -> list[str]:

@@ -107,3 +107,25 @@ def test_edges_naming_unknown_nodes_and_missing_files(tmp_path):
         load_road_network(nodes, edges)
     with pytest.raises(ValueError, match="not found"):
         load_road_network(tmp_path / "nope.csv", edges)
+
+
+def test_outputs_that_are_records_carry_their_coordinates():
+    """The natural first try, ``space.output_points[outputs]``, maps drawn outputs to places."""
+    from certdp import solve
+    from certdp.datasets import latlon
+
+    rng = np.random.default_rng(0)
+    pts = np.column_stack([60.16 + 0.01 * rng.random(12), 24.93 + 0.02 * rng.random(12)])
+    sp = build_space(latlon(pts), epsilon=5.0, eta=1.0, n_outputs=5, seed=3)
+    assert np.array_equal(sp.output_points, pts[sp.output_records])
+    mech = solve(sp, "expmech").mechanism
+    assert np.array_equal(mech.output_points, sp.output_points)
+    drawn = mech.perturb(np.arange(12), rng=1)
+    assert sp.output_points[drawn].shape == (12, 2)
+
+
+def test_output_points_that_contradict_output_records_are_refused():
+    pts = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="output_points"):
+        Space(cost=np.ones((3, 2)), prior=P, epsilon=1.0, eta=1.0, points=pts, output_records=np.array([0, 1]),
+              output_points=pts[[1, 2]])

@@ -26,7 +26,7 @@ from typing import Any
 from certdp import SolverLimitError, solve
 from certdp.experiments import instances
 
-from .._common import output_args, write_table
+from .._common import Steps, output_args, write_table
 
 #: paper 000 Table 3, k-m-DV column: seconds to a 1% gap (mean over 10 instances), by kind
 PAPER_SECONDS = {"road": 290.7, "grid": 161.4, "text": 27.2, "gauss": 185.1}
@@ -34,17 +34,20 @@ METHODS = ["simplex", "ipm", "benders-paper", "benders", "outputs", "outputs-pro
 DEFAULT_INSTANCES = ["grid-500-paper", "road-500-paper", "text-500-paper", "gauss-500-paper"]
 
 
-def run(sp, method: str, a: argparse.Namespace) -> tuple[Any, str | None, dict[str, Any]]:
-    """One solve: (result, None, last round) or (None, why it returned nothing, last round)."""
+def run(sp, method: str, a: argparse.Namespace, show: Any = None) -> tuple[Any, str | None, dict[str, Any]]:
+    """One solve: (result, None, last round) or (None, why it returned nothing, last round);
+    ``show`` gets the solve's progress too."""
     hist: list[dict[str, Any]] = []
 
     def keep(event) -> None:
         if event.stage == "round":
             hist[:] = [dict(event.record)]
+        if show is not None:
+            show(event)
     try:
         if method in ("simplex", "ipm"):
             cap = a.simplex_cap if method == "simplex" and a.simplex_cap else a.mono_cap
-            r = solve(sp, "lp", solver=method, time_limit=cap)
+            r = solve(sp, "lp", solver=method, time_limit=cap, progress=keep)
         elif method.startswith("benders"):
             variant = "paper" if method == "benders-paper" else "improved"
             r = solve(sp, "benders", variant=variant, gap=a.gap, time_limit=a.benders_cap, progress=keep)
@@ -99,28 +102,36 @@ def main() -> None:
                            "(Rome road network and grid, MATLAB word2vec, 3-d Gaussian)",
                            "instances: certdp.experiments.instances"], raw=raw, args=a)
 
-    for name, sp in instances.available(a.instances):
-        kind = name.split("-")[0]
-        paper_s = PAPER_SECONDS.get(kind) if "paper" in name else None
-        first = len(rows)
-        for method in a.methods:
-            r, why, last = run(sp, method, a)
-            if r is None:   # no feasible point: the rounds run and the seconds spent
-                rows.append([name, sp.epsilon, sp.eta, method, "no mechanism", last.get("iteration"),
-                             last.get("elapsed"), None, None, paper_s])
-                raw.append({"instance": name, "method": method, "error": why, "last_round": last})
-            else:
-                secs = r.timings["total"]
-                rows.append([name, sp.epsilon, sp.eta, method, r.status, r.iterations, secs, r.gap, None, paper_s])
-                raw.append({"instance": name, "method": method, "status": r.status, "seconds": secs,
-                            "iterations": r.iterations, "gap": r.gap, "upper_bound": r.upper_bound,
-                            "lower_bound": r.lower_bound, "timings": r.timings,
-                            "stats": {k: v for k, v in r.stats.items()
-                                      if k not in ("partition_labels", "boundary_mask")},
-                            "history": list(r.history)})
-            speed_ups(rows[first:], a.gap)
-            print(rows[-1], flush=True)
-            save()
+    todo = list(instances.available(a.instances))
+    with Steps("decompositions", len(todo) * len(a.methods)) as steps:
+        for name, sp in todo:
+            _instance(name, sp, a, rows, raw, steps, save)
+
+
+def _instance(name: str, sp: Any, a: argparse.Namespace, rows: list, raw: list, steps: Steps, save: Any) -> None:
+    """Every method on one instance: its rows, its raw records, the table saved after each."""
+    kind = name.split("-")[0]
+    paper_s = PAPER_SECONDS.get(kind) if "paper" in name else None
+    first = len(rows)
+    for method in a.methods:
+        r, why, last = run(sp, method, a, steps)
+        steps.done(f"{name} {method}: {'no mechanism' if r is None else r.status}")
+        if r is None:   # no feasible point: the rounds run and the seconds spent
+            rows.append([name, sp.epsilon, sp.eta, method, "no mechanism", last.get("iteration"),
+                         last.get("elapsed"), None, None, paper_s])
+            raw.append({"instance": name, "method": method, "error": why, "last_round": last})
+        else:
+            secs = r.timings["total"]
+            rows.append([name, sp.epsilon, sp.eta, method, r.status, r.iterations, secs, r.gap, None, paper_s])
+            raw.append({"instance": name, "method": method, "status": r.status, "seconds": secs,
+                        "iterations": r.iterations, "gap": r.gap, "upper_bound": r.upper_bound,
+                        "lower_bound": r.lower_bound, "timings": r.timings,
+                        "stats": {k: v for k, v in r.stats.items()
+                                  if k not in ("partition_labels", "boundary_mask")},
+                        "history": list(r.history)})
+        speed_ups(rows[first:], a.gap)
+        print(rows[-1], flush=True)
+        save()
 
 
 if __name__ == "__main__":

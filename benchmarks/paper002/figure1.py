@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 
+from certdp import solve
 from certdp.experiments.compare import baseline_rows, compare_row, match_tight
 from certdp.experiments.instances import uai
 
-from .._common import output_args, target, write_table
+from .._common import Steps, output_args, target, write_table
 
 TARGETS = {"text": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0], "loc": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]}
 NOISE = {"text": "madlib", "loc": "laplace"}
@@ -67,45 +68,51 @@ def main() -> None:
     rows, raw = [], []
     name = f"uai_figure1_{a.kind}_{a.n}"
     title = f"Paper 002 Figure 1 on {a.kind}, n = {a.n}: L_0.95 at matched epsilon_tight (delta = 1e-3)"
-    for T in a.targets or TARGETS[a.kind]:
-        try:
-            space = uai(a.kind, a.n, T)
-        except FileNotFoundError as exc:
-            print(f"skipped: the real data for {a.kind} is not there ({exc})")
-            return
-        D = space.distance_rows()
-        for m in methods:
-            opts = dict(OPTIONS.get(m, {}))
-            if m == noise:
-                opts.update(draws=a.draws, seed=1)
-            start = space if m == noise else space.with_epsilon(2 * T)   # tight is about eps / 2 for the others
+    targets = a.targets or TARGETS[a.kind]
+    with Steps(f"figure 1 on {a.kind}", len(targets) * len(methods)) as steps:
+        for T in targets:
             try:
-                cal = match_tight(start, m, T, opts, distance=D)
-            except Exception as exc:  # recorded in the table, not hidden
-                rows.append([T, m, None, None, None, None, None, None, f"failed: {type(exc).__name__}: {str(exc)[:80]}"])
+                space = uai(a.kind, a.n, T)
+            except FileNotFoundError as exc:
+                print(f"skipped: the real data for {a.kind} is not there ({exc})")
+                return
+            D = space.distance_rows()
+            for m in methods:
+                opts = dict(OPTIONS.get(m, {}))
+                if m == noise:
+                    opts.update(draws=a.draws, seed=1)
+                start = space if m == noise else space.with_epsilon(2 * T)   # tight is about eps / 2 for the others
+                try:
+                    cal = match_tight(start, m, T, opts, distance=D,
+                                      run=lambda sp, name, o: solve(sp, name, progress=steps, **o))
+                except Exception as exc:  # recorded in the table, not hidden
+                    rows.append([T, m, None, None, None, None, None, None,
+                                 f"failed: {type(exc).__name__}: {str(exc)[:80]}"])
+                    steps.done(f"T={T} {m}: failed")
+                    print(rows[-1], flush=True)
+                    continue
+                c = compare_row(space.with_epsilon(cal.epsilon), cal.result, distance=D).as_dict()
+                raw.append({**c, "target": T, "matched": cal.matched, "calibration": [list(t) for t in cal.trials],
+                            "calibration_seconds": cal.seconds})
+                rows.append([T, m, cal.epsilon, c["epsilon_tight"], "yes" if cal.matched else "no", c["quantile_loss"],
+                             c["quantile_loss_se"], c["worst_case_loss"], c["seconds"]])
                 print(rows[-1], flush=True)
-                continue
-            c = compare_row(space.with_epsilon(cal.epsilon), cal.result, distance=D).as_dict()
-            raw.append({**c, "target": T, "matched": cal.matched, "calibration": [list(t) for t in cal.trials],
-                        "calibration_seconds": cal.seconds})
-            rows.append([T, m, cal.epsilon, c["epsilon_tight"], "yes" if cal.matched else "no", c["quantile_loss"],
-                         c["quantile_loss_se"], c["worst_case_loss"], c["seconds"]])
-            print(rows[-1], flush=True)
-        base = baseline_rows(space)   # the packing bound at epsilon = T: any T-mDP mechanism's worst case
-        rows.append([T, "lower bound (worst case)", T, T, "-", base["packing_lower_bound"], None,
-                     base["packing_lower_bound"], None])
-        rows.append([T, "uniform output", None, 0.0, "-", base["uniform_quantile_loss"], None, None, None])
-        raw.append({"target": T, **base})
-        write_table(name, title, ["target epsilon_tight", "method", "epsilon", "epsilon_tight", "matched", "L_0.95",
-                                  "L_0.95 s.e.", "worst-case loss", "seconds"], rows, notes=[
-            "each method calibrated by bisection on epsilon until its measured epsilon_tight is the target within 1% "
-            "(certdp compare --match-tight); seconds: the final solve",
-            "ConstOPTMech: r = 10, lambda chosen by L_0.95 from {0.001, 0.1, 1, 10, 50}; SpannerMech: delta = 2 "
-            "(worst-case objective, as OPTMech)",
-            f"{noise}: {a.draws} Monte Carlo draws per record; its epsilon_tight is the estimated matrix's, capped "
-            "at epsilon (the analytic guarantee)",
-            "paper 002 Figure 1 (FastText, n = 50 and 200): ConstOPTMech below every non-optimal mechanism at "
-            "every epsilon_tight; OPTMech lowest; Madlib close to uniform"], raw=raw, args=a)
+                steps.done(f"T={T} {m}: L_0.95 {c['quantile_loss']:.4g}")
+            base = baseline_rows(space)   # the packing bound at epsilon = T: any T-mDP mechanism's worst case
+            rows.append([T, "lower bound (worst case)", T, T, "-", base["packing_lower_bound"], None,
+                         base["packing_lower_bound"], None])
+            rows.append([T, "uniform output", None, 0.0, "-", base["uniform_quantile_loss"], None, None, None])
+            raw.append({"target": T, **base})
+            write_table(name, title, ["target epsilon_tight", "method", "epsilon", "epsilon_tight", "matched", "L_0.95",
+                                      "L_0.95 s.e.", "worst-case loss", "seconds"], rows, notes=[
+                "each method calibrated by bisection on epsilon until its measured epsilon_tight is the target "
+                "within 1% (certdp compare --match-tight); seconds: the final solve",
+                "ConstOPTMech: r = 10, lambda chosen by L_0.95 from {0.001, 0.1, 1, 10, 50}; SpannerMech: delta = 2 "
+                "(worst-case objective, as OPTMech)",
+                f"{noise}: {a.draws} Monte Carlo draws per record; its epsilon_tight is the estimated matrix's, capped "
+                "at epsilon (the analytic guarantee)",
+                "paper 002 Figure 1 (FastText, n = 50 and 200): ConstOPTMech below every non-optimal mechanism at "
+                "every epsilon_tight; OPTMech lowest; Madlib close to uniform"], raw=raw, args=a)
     _plot(raw, methods, name, title, a)
 
 

@@ -50,7 +50,8 @@ def _start(grid: str, round_users: int, round_wait: float) -> tuple[subprocess.P
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "certdp.cli", "lrgeo", "serve", "--grid", grid, "--port",
                              str(port), "--round-users", str(round_users), "--round-wait", str(round_wait),
-                             "--max-pending", "1000", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--max-pending", "1000", "--client-users", "1000", "--client-rate", "100000", "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:

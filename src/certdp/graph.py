@@ -40,11 +40,13 @@ class MDPGraph:
 
     @classmethod
     def from_space(cls, space: Space) -> "MDPGraph":
+        """The mDP graph of ``space``: its neighbouring pairs and their distances."""
         e, d = space.neighbor_pairs
         return cls(space.n_records, e, d)
 
     @property
     def n_edges(self) -> int:
+        """The number of edges (neighbouring pairs)."""
         return int(len(self.edges))
 
     @cached_property
@@ -65,9 +67,6 @@ class MDPGraph:
         order = np.argsort(lab, kind="stable")
         groups = np.split(order, np.cumsum(np.bincount(lab, minlength=n_comp))[:-1])
         return sorted(groups, key=len, reverse=True)
-
-    def degrees(self) -> np.ndarray:
-        return np.bincount(self.edges.ravel(), minlength=self.n)
 
     def path_distances(self, sources: np.ndarray | None = None, limit: float = np.inf) -> np.ndarray:
         """Shortest-path distances D (Property 3.2) from ``sources`` (default all) to every
@@ -123,17 +122,3 @@ class MDPGraph:
             best = np.min(A + B, axis=1)
             implied[s:s + cblock] = best <= self.distance[s:s + cblock]
         return implied
-
-
-@dataclass(frozen=True)
-class ReductionReport:
-    """How many mDP constraints each exact reduction removed."""
-
-    n_edges: int
-    n_edges_kept: int
-    n_components: int
-    largest_component: int
-
-    @property
-    def n_edges_removed(self) -> int:
-        return self.n_edges - self.n_edges_kept

@@ -13,8 +13,23 @@ from rich.table import Table
 from .. import _validate as V
 from .._io import write_json
 from .common import (
-    Live, PathArg, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
-)
+    Live, OutputPath, alias_value, deprecated, err, fmt, friendly_errors, main, out, print_table, resolve_seed,
+    table_format)
+
+
+class _Method(click.Choice):
+    """LR-Geo's solve methods (:data:`certdp.lrgeo.server.METHODS`); the name 'monolithic' is
+    refused with the one to use (docs/changelog.md)."""
+
+    def __init__(self) -> None:
+        from ..lrgeo.server import METHODS
+
+        super().__init__(list(METHODS))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "monolithic":
+            self.fail("'monolithic' is called 'lp', as in certdp solve: use --method lp", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
@@ -115,15 +130,17 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
 @_world_options
 @click.option("--users", type=int, default=4, show_default=True, help="number of users M")
 @_param_options
-@click.option("--method", type=click.Choice(["benders", "monolithic"]), default="benders", show_default=True)
+@click.option("--method", type=_Method(), default="benders", show_default=True,
+              help="benders (the generic engine) or lp (the whole LP in one HiGHS model)")
 @click.option("--gap", type=float, default=1e-4, show_default=True, help="Benders relative gap")
 @click.option("--baselines", default="", help="comma list of lp,constopt,laplace,expmech to run on the same users")
 @click.option("--time-limit", type=float, default=None, help="seconds per solve")
 @click.option("--seed", type=int, default=None, help="seed for the users' locations (default: drawn and recorded)")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=OutputPath(".json"), default=None,
               help="write the report as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
+@table_format
 @click.pass_context
 def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, paper: bool | None,
           data_dir: str | None, users: int, epsilon: float | None,
@@ -149,7 +166,7 @@ def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, pape
         names = [b for b in baselines.split(",") if b]
         for b in names:
             V.choice("--baselines", b, BASELINES)
-        target = check_output_path(out_path, ".json")
+        target = out_path
         world, P, _ = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
                              table_cell, hide, quiet)
         with Live(f"LR-Geo round of {users} users", quiet=quiet) as live:
@@ -188,10 +205,12 @@ def _print(rep: dict[str, Any], world) -> None:
                    ("server_estimate_error_km", "error of the server's best estimate, km (mean)"),
                    ("seed", "seed")):
         t.add_row(lab, fmt(rep[k]) if not isinstance(rep[k], str) else rep[k])
+    if rep.get("message"):
+        t.add_row("how the solve ended", rep["message"])
     for b in rep["baselines"]:
         cost = fmt(b["expected_cost_own_row"]) if b["expected_cost_own_row"] is not None else b["status"]
         t.add_row(f"{b['method']}: seconds / own-row cost", f"{fmt(b['seconds'])} / {cost}")
-    out.print(t)
+    print_table(t)
 
 
 @lrgeo.command("serve")
@@ -203,39 +222,88 @@ def _print(rep: dict[str, Any], world) -> None:
 @click.option("--round-wait", type=float, default=5.0, show_default=True,
               help="... or this many seconds after its first upload")
 @click.option("--max-pending", type=int, default=1000, show_default=True, help="users in flight at most")
+@click.option("--client-users", type=int, default=16, show_default=True,
+              help="users in flight at most per client address")
+@click.option("--client-rate", type=float, default=20.0, show_default=True,
+              help="requests per second per client address (bursts of twice that, at least 10)")
+@click.option("--user-rows", type=int, default=500_000, show_default=True, help="LP rows one upload may add")
+@click.option("--user-seconds", type=float, default=10.0, show_default=True,
+              help="solver seconds one upload may cost (a round: this times its users)")
 @click.option("--max-body-mb", type=float, default=32.0, show_default=True, help="largest request body")
-@click.option("--method", type=click.Choice(["benders", "monolithic"]), default="benders", show_default=True)
+@click.option("--method", type=_Method(), default="benders", show_default=True,
+              help="benders (the generic engine) or lp (the whole LP in one HiGHS model)")
 @click.option("--gap", type=float, default=1e-4, show_default=True, help="Benders relative gap")
-@click.option("--time-limit", type=float, default=None, help="seconds per round's solve")
-@click.option("--quiet", is_flag=True)
+@click.option("--time-limit", type=float, default=None, help="seconds per round's solve at most")
+@click.option("--quiet", is_flag=True, help="log warnings only (no access or round lines)")
 @click.pass_context
 def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str, data_dir: str | None,
                 paper: bool | None, epsilon: float | None, eta: float | None, lr_radius: float | None,
                 r_obf: float | None, r_exp: float | None, table_cell: float | None, hide: float,
                 gamma: float | None, Gamma: float | None, cell: float | None, host: str, port: int,
-                round_users: int, round_wait: float,
-                max_pending: int, max_body_mb: float, method: str, gap: float, time_limit: float | None,
-                quiet: bool) -> None:
+                round_users: int, round_wait: float, max_pending: int, client_users: int, client_rate: float,
+                user_rows: int, user_seconds: float, max_body_mb: float, method: str, gap: float,
+                time_limit: float | None, quiet: bool) -> None:
     """The LR-Geo server over HTTP (the 'service' extra): cost reference table, rounds of
-    users, CLR-Geo solves. Users connect with `certdp lrgeo user --server URL`."""
-    from ..lrgeo.service import Limits, RoundScheduler, serve
+    users, CLR-Geo solves, and a page at / where a person obfuscates their location in the
+    browser. Users connect with `certdp lrgeo user --server URL` or the page; the API is
+    documented at /docs. Stops cleanly on SIGINT or SIGTERM."""
+    import logging
+
+    from ..lrgeo.service import RoundScheduler, serve
 
     with friendly_errors():
         V.int_in_range("--port", port, 0, 65535)
-        V.int_in_range("--round-users", round_users, 1)
-        V.positive_float("--round-wait", round_wait)
-        V.int_in_range("--max-pending", max_pending, 1)
-        V.positive_float("--max-body-mb", max_body_mb)
         V.positive_float("--gap", gap)
+        if time_limit is not None:
+            V.positive_float("--time-limit", time_limit)
+        limits = _limits(round_users=round_users, round_wait=round_wait, max_pending=max_pending,
+                         client_users=client_users, client_rate=client_rate, user_rows=user_rows,
+                         user_seconds=user_seconds, max_body_mb=max_body_mb)
+        _check_listen(host, port)
         world, P, spec = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
                                 table_cell, hide, quiet)
-        limits = Limits(round_users=round_users, round_wait=round_wait, max_pending=max_pending,
-                        max_body_bytes=int(max_body_mb * 1024 * 1024))
+        service_log = logging.getLogger("certdp.lrgeo.service")
+        if not quiet and service_log.getEffectiveLevel() > logging.INFO:
+            service_log.setLevel(logging.INFO)   # a server logs each access and each round by default
         sched = RoundScheduler(world, P, spec=spec, limits=limits, method=method, gap=gap, time_limit=time_limit)
         if not quiet:
             err.print(f"LR-Geo server {sched.instance} on http://{host}:{port} ({world.name}, K={world.K}; table built "
-                      f"in {sched.table_seconds:.2f} s; rounds of {round_users} users or {round_wait:g} s)")
-        serve(sched, host=host, port=port)
+                      f"in {sched.table_seconds:.2f} s; rounds of {round_users} users or {round_wait:g} s); the page "
+                      "at /, the API at /docs")
+        stopped_by = serve(sched, host=host, port=port)
+    if not quiet:
+        err.print(f"LR-Geo server {sched.instance} stopped{f' by {stopped_by}' if stopped_by else ''} after "
+                  f"{sched.rounds_total} rounds")
+
+
+def _limits(**options: Any):
+    """The service's limits from the serve options; an error names the option."""
+    from pydantic import ValidationError
+
+    from ..lrgeo.service import Limits
+
+    try:
+        return Limits(**options)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise ValueError(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}, got {e['input']!r}") from None
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Refuse, before the table is built, an address the server could not listen on."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ValueError(f"--host {host}: {exc.strerror or exc}") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
 
 
 @lrgeo.command("user")
@@ -245,11 +313,15 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
 @click.option("--lon", type=float, default=None)
 @click.option("--data-dir", default=None, help="folder with the Helsinki CSV files (default: the shared data)")
 @click.option("--network", default=None, help="this client's copy of the server's NODES.csv,EDGES.csv")
-@click.option("--seed", type=int, default=None, help="seed for the user's random choices (default: fresh)")
+@click.option("--seed", type=int, default=None,
+              help="seed for the user's random choices, the same draws as the browser page's ?seed= (default: the "
+                   "operating system's randomness)")
 @click.option("--wait", type=float, default=300.0, show_default=True, help="seconds to wait for the round")
+@click.option("--retries", type=int, default=3, show_default=True,
+              help="times a request is tried again when the server is unreachable or busy (backoff 0.5 s, doubling)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable result")
 def lrgeo_user(url: str, location: int | None, lat: float | None, lon: float | None, data_dir: str | None,
-               network: str | None, seed: int | None, wait: float, as_json: bool) -> None:
+               network: str | None, seed: int | None, wait: float, retries: int, as_json: bool) -> None:
     """One LR-Geo user: builds its LR set and coefficients here, sends only those to the
     server, certifies the matrix it gets back and reports a location drawn from it. The true
     location never leaves this process."""
@@ -261,15 +333,19 @@ def lrgeo_user(url: str, location: int | None, lat: float | None, lon: float | N
         if (location is None) == (lat is None or lon is None) or ((lat is None) != (lon is None)):
             raise ValueError("give --location, or both --lat and --lon")
         V.positive_float("--wait", wait)
-        client = LRGeoClient(url, data_dir=data_dir or default_data_dir() / "helsinki", timeout=60.0)
+        V.int_in_range("--retries", retries, 0, 100)
+        if seed is not None:
+            V.int_in_range("--seed", seed, 0, 2 ** 64 - 1)
+        client = LRGeoClient(url, data_dir=data_dir or default_data_dir() / "helsinki", timeout=60.0, retries=retries)
         try:
             if network is not None:
-                shape = client.info()["world"]["grid"]
-                client = LRGeoClient(url, world=load_world("gridcity", *shape, network=network))
-            res = client.obfuscate(location, latlon=None if lat is None else (lat, lon), rng=resolve_seed(seed),
-                                   wait=wait)
+                shape = client.info().world.grid
+                client = LRGeoClient(url, world=load_world("gridcity", *shape, network=network), retries=retries)
+            latlon = None if lat is None or lon is None else (lat, lon)
+            res = client.obfuscate(location, latlon=latlon, rng=seed, wait=wait)
         except ServiceError as exc:
             raise ValueError(str(exc)) from None
+    res["seed"] = seed
     if as_json:
         click.echo(json.dumps(res, default=float))
         return

@@ -68,10 +68,12 @@ class World:
 
     @property
     def K(self) -> int:
+        """The number of cells (the LR-Geo locations)."""
         return int(self.latlon.shape[0])
 
     @property
     def lat0(self) -> float:
+        """The mean latitude of the cells (degrees)."""
         return float(self.latlon[:, 0].mean())
 
     @property
@@ -150,6 +152,7 @@ class World:
         return tree.query(project_km(np.atleast_2d(latlon), self.lat0))[1]
 
     def describe(self) -> dict:
+        """A JSON-ready summary: name, K, grid shape, cell size in km, road nodes."""
         return {"name": self.name, "K": self.K, "shape": list(self.shape),
                 "cell_km": [round(c, 5) for c in self.cell_km], "road_nodes": self.road.n_nodes}
 

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import _validate as V
+from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator
 from ..views.blocks import aggregation_error
 from ..views.build import DENSE_LIMITS, METHODS, WORKLOAD_PARAM, build_view
@@ -37,6 +38,7 @@ def share_converged_with_error(view: BlockView, tensor: CountTensor) -> float:
 
 @dataclass
 class CompareRow:
+    """One method's row in a view comparison: RMSE over the workload, timings and view size."""
     method: str
     rmse_mean: float
     rmse_std: float
@@ -46,12 +48,13 @@ class CompareRow:
     relative: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The row as a JSON-ready dictionary."""
         return dict(self.__dict__)
 
 
 def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 0.1, queries: int = 3000,
                   query_columns: int = 2, reps: int = 10, rng: RNGLike = None,
-                  params: dict[str, dict[str, Any]] | None = None
+                  params: dict[str, dict[str, Any]] | None = None, progress: Progress | None = None
                   ) -> tuple[list[CompareRow], Workload, dict[str, str]]:
     """Each method ``reps`` times on one random workload; RMSE mean and standard deviation, and
     R-RMSE against ``ripost`` when it is among the methods (else against the first).
@@ -59,7 +62,8 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
     A method that materialises the domain (Identity, HDMM, DAWA) is skipped, and named in the
     returned ``skipped``, when the domain is above its limit and other methods remain; asked for
     alone, it raises its own error. Workload-aware methods (HDMM, AIM) are told how many columns
-    the queries restrict unless ``params`` says otherwise."""
+    the queries restrict unless ``params`` says otherwise. ``progress`` hears of every view
+    built (``done`` out of ``total`` in its record, with the method and the RMSE)."""
     names = list(methods)
     if not names:
         raise ValueError("methods must name at least one method")
@@ -79,14 +83,18 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
     g = as_generator(rng)
     work = Workload.random(tensor.shape, queries, qcols, g)
     truth = true_answers(tensor, work)
-    rows = []
+    rows: list[CompareRow] = []
+    total = len(names) * reps
     for m in names:
         errs, blocks, secs, spent = [], [], [], []
-        for _ in range(reps):
+        for rep in range(reps):
             t0 = time.perf_counter()
             v = build_view(tensor, m, epsilon, g, **params.get(m, {}))
             secs.append(time.perf_counter() - t0)
-            errs.append(rmse(v.answer(work), truth))
+            errs.append(rmse(v.estimates(work), truth))
+            done = len(rows) * reps + rep + 1
+            report(progress, "build", f"{m} repetition {rep + 1}/{reps}: RMSE {errs[-1]:.4g}, {secs[-1]:.2f} s",
+                   {"done": done, "total": total, "method": m, "rmse": errs[-1]})
             blocks.append(v.n_blocks)
             spent.append(v.spent)
         rows.append(CompareRow(m, float(np.mean(errs)), float(np.std(errs)), float(np.mean(blocks)),

@@ -23,11 +23,12 @@ import time
 import numpy as np
 
 from ..lp.highs import INF, HighsLP
-from ..lp.outcome import SolverLimitError
+from ..lp.outcome import SolverLimitError, Status
 from ..measures import worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..pmo.bounds import worst_case_lower_bound
 from ..pmo.model import MAX_LOG_RATIO, assemble_pmo
+from ..progress import Progress, report
 from ..space import Space
 
 
@@ -61,7 +62,8 @@ def greedy_spanner(dist: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarr
 
 
 def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "worst", solver: str = "ipm",
-                      time_limit: float | None = None, tolerance: float = 1e-9) -> SolveResult:
+                      time_limit: float | None = None, tolerance: float = 1e-9,
+                      progress: Progress | None = None) -> SolveResult:
     """SpannerMech: the optimal-mechanism LP with mDP constraints only on the edges of a greedy
     ``delta``-spanner, at epsilon / delta.
 
@@ -72,6 +74,7 @@ def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "wor
         delta: spanner stretch, >= 1 (1 gives the full LP).
         objective: 'worst' (paper 002's loss, default, comparable with OPTMech) or 'expected'
             (Bordenabe et al.'s prior-weighted loss).
+        progress: receives the spanner's size and HiGHS's iteration lines.
 
     Options are checked by :func:`certdp.solve`.
     """
@@ -95,7 +98,9 @@ def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "wor
     lp = assemble_pmo(cost / scale, S_lp, Sd_lp, space.epsilon / delta, objective)
     t_asm = time.perf_counter() - t0
     model = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
-                    solver=solver, time_limit=time_limit, tolerance=tolerance)
+                    solver=solver, time_limit=time_limit, tolerance=tolerance, progress=progress)
+    report(progress, "phase", f"spanner: {len(S_lp)} of {len(edges)} protected pairs kept; HiGHS {solver} on "
+           f"{lp.A.shape[0]} rows")
     sol = model.solve()
     if sol.status != "optimal" or sol.x is None:
         if sol.status == "time_limit":
@@ -123,5 +128,5 @@ def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "wor
              "spanner_lp_objective": scale * float(sol.objective), "spanner_lp_dual_bound": lb_lp}
     timings = {"spanner": t_span, "assemble": t_asm, "solve": sol.seconds, "certify": t_cert,
                "total": time.perf_counter() - t_start}
-    return SolveResult(mechanism=mech, method="spanner", status="heuristic", upper_bound=upper, lower_bound=None,
+    return SolveResult(mechanism=mech, method="spanner", status=Status.HEURISTIC, upper_bound=upper, lower_bound=None,
                        gap=None, iterations=sol.iterations, timings=timings, stats=stats, objective=objective)

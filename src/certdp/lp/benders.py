@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from ..progress import Progress, bounds_line, report
 from .bounds import drop_small_coefficients, lagrangian_affine, lagrangian_bound
 from .highs import INF, HighsLP
-from .outcome import SolverLimitError, relative_gap
+from .outcome import SolverLimitError, Status, relative_gap
 
 
 # --------------------------------------------------------------------- the data
@@ -130,6 +130,7 @@ class BlockResult:
 
     @property
     def feasible(self) -> bool:
+        """Whether the block's LP was solved to optimality (so it gives an optimality cut)."""
         return self.status == "optimal"
 
 
@@ -169,6 +170,7 @@ class BlockSolver:
             yield m, m.solve()
 
     def solve(self, y_coupled: np.ndarray, theta: float, time_limit: float | None = None) -> BlockResult:
+        """Solve the block for the master's coupling values ``y_coupled`` and estimate ``theta``, and return its cut."""
         t0 = time.perf_counter()
         deadline = math.inf if time_limit is None else t0 + time_limit
         spec = self.spec
@@ -231,9 +233,11 @@ class Runner(Protocol):
     """Runs every block for a given ``y``; the answer must not depend on the executor."""
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None
-                  ) -> list[BlockResult]: ...
+                  ) -> list[BlockResult]:
+        """Solve every block for the master point (``y``, ``theta``); one result per block, in block order."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the runner's workers."""
 
 
 class SerialRunner:
@@ -243,18 +247,21 @@ class SerialRunner:
         self.solvers = [BlockSolver(i, b, tolerance) for i, b in enumerate(blocks)]
 
     def solve_all(self, y: np.ndarray, theta: np.ndarray, time_limit: float | None = None) -> list[BlockResult]:
+        """Solve the blocks one after another in this process."""
         return solve_in_turn(((s, y[s.spec.coupling], float(theta[s.index])) for s in self.solvers), time_limit)
 
     def close(self) -> None:
+        """Drop the block models."""
         self.solvers = []
 
 
 # ---------------------------------------------------------------------- engine
 @dataclass
 class BendersOutcome:
-    """What the engine found."""
+    """What the engine found; ``status`` is one of optimal, time_limit, iteration_limit,
+    stalled or failed."""
 
-    status: str
+    status: Status
     y: np.ndarray | None
     x: list[np.ndarray | None]
     upper_bound: float
@@ -266,6 +273,7 @@ class BendersOutcome:
 
     @property
     def gap(self) -> float:
+        """The relative gap between the upper and lower bounds."""
         g = relative_gap(self.upper_bound, self.lower_bound)
         return math.inf if g is None else g
 
@@ -332,6 +340,7 @@ class BendersMaster:
         self.n_cuts += R.shape[0]
 
     def add_cuts(self, cuts: Sequence[Cut], couplings: Sequence[np.ndarray]) -> None:
+        """Add the blocks' cuts to the live master (HiGHS hot-starts from its basis)."""
         if not cuts:
             return
         rows, cols, vals, up = [], [], [], []
@@ -447,7 +456,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status = "iteration_limit"
+    status = Status.ITERATION_LIMIT
     it = 0
     kelley = False
     core = None if core is None else np.asarray(core, dtype=np.float64).copy()
@@ -458,15 +467,15 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     try:
         for it in range(1, max_iterations + 1):
             if left() is not None and left() <= 0:
-                status, it = "time_limit", it - 1
+                status, it = Status.TIME_LIMIT, it - 1
                 break
             try:
                 solved = m.solve(left())
             except SolverLimitError:
-                status, it = "failed", it - 1
+                status, it = Status.FAILED, it - 1
                 break
             if solved is None:  # the master alone used up the time limit
-                status, it = "time_limit", it - 1
+                status, it = Status.TIME_LIMIT, it - 1
                 break
             y_master, theta, lb_it, obj, t_master = solved
             lb = max(lb, lb_it)
@@ -504,14 +513,14 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     n_sep = extra[0].shape[0]
             rec["separated"] = n_sep
             if g <= gap:
-                status = "optimal"
+                status = Status.OPTIMAL
                 break
             if any(r.status == "time_limit" for r in results):
-                status = "time_limit"
+                status = Status.TIME_LIMIT
                 break
             if not cuts and not n_sep and y is y_master:
                 failed = any(r.status == "failed" for r in results)
-                status = "failed" if failed else "stalled"   # (at the gap it would have stopped above)
+                status = Status.FAILED if failed else Status.STALLED   # (at the gap it would have stopped above)
                 break
     finally:
         if own_runner:

@@ -18,6 +18,7 @@ not a vertex. Callers that need exact feasibility must repair it (the PMO caller
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,10 +71,12 @@ class ColumnStore:
 
     @property
     def capacity(self) -> int:
+        """Slots allocated (used or free)."""
         return int(self.refs.size)
 
     @property
     def nbytes(self) -> int:
+        """Bytes held by the chunks."""
         return sum(c.nbytes for c in self.chunks)
 
     def put(self, R: np.ndarray) -> np.ndarray:
@@ -95,17 +98,19 @@ class ColumnStore:
         return slots
 
     def take(self, slots: np.ndarray) -> None:
+        """Count one more user of each column at ``slots``."""
         slots = np.asarray(slots, dtype=np.int64)
         np.maximum.at(self.refs, slots, 0)
         np.add.at(self.refs, slots, 1)
 
     def release(self, slots: np.ndarray) -> None:
+        """Count one user less of each column at ``slots``; a column no one uses frees its slot."""
         slots = np.asarray(slots, dtype=np.int64)
         np.add.at(self.refs, slots, -1)
         if np.any(self.refs[slots] < 0):
             raise ValueError("a column released more often than taken")
 
-    def _by_chunk(self, slots: np.ndarray):
+    def _by_chunk(self, slots: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """``(chunk, columns in the chunk, positions in slots)`` for each chunk the slots touch."""
         chunk = slots // self.CHUNK
         for c in np.unique(chunk):
@@ -148,7 +153,7 @@ class DenseColumns:
             self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
             self.shape = (store.m if rows is None else len(rows), self.slots.size)
 
-    def blocks(self):
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(start, block)`` over the columns, ``block`` an m x BLOCK (at most) array."""
         n = self.shape[1]
         for start in range(0, n, self.BLOCK):
@@ -176,6 +181,7 @@ class DenseColumns:
         return out
 
     def finite(self) -> bool:
+        """Whether every entry is finite."""
         return all(bool(np.isfinite(B).all()) for _, B in self.blocks())
 
     def largest(self) -> float:
@@ -191,7 +197,7 @@ class DenseColumns:
         M: np.ndarray | None = None
         for start, B in self.blocks():
             S = B.astype(dtype, copy=self.store is None or single)   # keeps B's order
-            S *= w[start:start + B.shape[1]].astype(dtype)[None, :]
+            np.multiply(S, w[start:start + B.shape[1]].astype(dtype)[None, :], out=S)
             more = {} if M is None else {"beta": 1.0, "c": M, "overwrite_c": True}
             # S S' from S or from its transpose, whichever is Fortran-ordered
             M = syrk(1.0, S, trans=0, lower=0, **more) if S.flags.f_contiguous else \
@@ -204,8 +210,8 @@ class _NormalEquations:
     [R, I, -I] with the slack pair): factored once, solved twice (predictor and corrector).
 
     Nearly all of an iteration is the rank-k product that forms M (m^2 n flops) and its
-    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision (at m = 5,000,
-    n = 8,000 on the reference machine: 0.66 s and 0.19 s against 1.85 s and 0.37 s), and each
+    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision
+    (docs/decisions.md#the-dense-ipm-forms-its-normal-equations-in-single-precision), and each
     solve is refined to double precision by conjugate gradients on the exact (double) operator
     ``v -> A (d * A'v)``, the single factor as preconditioner: while the factor's error is
     small against 1 (condition of M below ~1e6), a few iterations reach a residual of
@@ -346,8 +352,8 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
     if g.shape != (n,) or rhs.shape != (m,):
         raise ValueError(f"shapes: R {R.shape}, g {g.shape}, rhs {rhs.shape}")
     box = slack_costs is not None
-    cp, cm = (np.asarray(slack_costs[0], dtype=np.float64), np.asarray(slack_costs[1], dtype=np.float64)) \
-        if box else (np.zeros(0), np.zeros(0))
+    cp, cm = (np.zeros(0), np.zeros(0)) if slack_costs is None else \
+        (np.asarray(slack_costs[0], dtype=np.float64), np.asarray(slack_costs[1], dtype=np.float64))
     if box and (cp.shape != (m,) or cm.shape != (m,)):
         raise ValueError("slack costs must have one entry per row")
     if not (R.finite() and np.isfinite(g).all() and np.isfinite(rhs).all()
@@ -358,8 +364,8 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
 
     # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one): when both run
     # threads, each one's idle threads spin between its calls and take the cores from the other
-    # (two threads were then 1.5-2x slower than one at N = 1,000; through one library, 1.3-1.5x
-    # faster); R's products and normal equations are BLAS calls on R in place (DenseColumns)
+    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library); R's products and
+    # normal equations are BLAS calls on R in place (DenseColumns)
 
     def A_mul(v: np.ndarray) -> np.ndarray:        # A v for v over [b, sp, sm]
         out = R.mul(v[:n])
@@ -416,7 +422,7 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
             ds = rd - At_mul(dy)
             return rc / s - d * ds, dy, ds
 
-        dxa, dya, dsa = direction(-x * s)
+        dxa, _, dsa = direction(-x * s)
         ap, ad = longest(x, dxa), longest(s, dsa)
         mu_aff = float((x + ap * dxa) @ (s + ad * dsa)) / n_all
         sigma = (mu_aff / mu) ** 3
@@ -426,6 +432,7 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
         y = y + ad * dy
         s = s + ad * ds
         xs = float(x @ s)
+    assert best is not None   # set in the first iteration
     err, x, y, _ = best
     if status != "optimal" and err < 100 * tol:
         status = "inaccurate"

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
 import scipy.sparse as sp
 
 from .. import _validate as V
+from .._interrupt import Interrupted, StopFlag, native_section, stops_enforced
+from ..progress import Progress, report
 from .outcome import SolverLimitError
 
 
@@ -57,6 +61,43 @@ _STATUS = {
     highspy.HighsModelStatus.kModelEmpty: "optimal",
 }
 
+INTERRUPTIBLE_NONZEROS = 50_000
+"""Models with at least this many non-zeros poll for Ctrl-C at every simplex and interior-point
+iteration (HiGHS's interrupt callbacks), so that it stops them at once, unless the process's
+stops are enforced from outside the solve (the ``certdp`` command's watchdog ends the process
+anyway: :func:`certdp._interrupt.stops_enforced`). A poll is a call into Python: polled, the
+solves of the monolithic LPs of grids of 36 to 144 records took a median 1% and at most 3.9%
+more CPU time, with the same iterations (``benchmarks/cli/results/interrupt_polling.md``);
+smaller models, whose iterations cost less, finish their solves in a fraction of a second and
+are left unpolled."""
+
+
+_LOGGING = int(highspy.cb.HighsCallbackType.kCallbackLogging)
+
+
+class _Hooks:
+    """What a model's one HiGHS callback does (HiGHS keeps one per model): answer the interrupt
+    polls from ``stop``, and pass each log message to ``log`` when it is set."""
+
+    __slots__ = ("stop", "log")
+
+    def __init__(self) -> None:
+        self.stop = StopFlag()
+        self.log: Any = None
+
+
+def _poll(kind: int, message: str, data_out: object, data_in: object, hooks: _Hooks) -> None:
+    """HiGHS's callback: a log message goes to ``hooks.log``; an interrupt poll stops the solve
+    when ``hooks.stop`` says so (answered either way: HiGHS keeps the answer from one run to
+    the next). It must not raise: an exception raised inside a HiGHS callback corrupts the
+    solver, which is why every solve with a callback runs in a
+    :func:`~certdp._interrupt.native_section`."""
+    if kind == _LOGGING:
+        if hooks.log is not None:
+            hooks.log(message)
+    else:
+        data_in.user_interrupt = hooks.stop.stop  # type: ignore[attr-defined]
+
 
 @dataclass(frozen=True)
 class LPSolution:
@@ -83,10 +124,6 @@ class LPSolution:
     iterations: int
     seconds: float
 
-    @property
-    def optimal(self) -> bool:
-        return self.status == "optimal"
-
 
 def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
                presolve: bool, log: bool) -> None:
@@ -109,16 +146,52 @@ def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
         h.setOptionValue("pdlp_optimality_tolerance", max(float(tolerance), 1e-10))
 
 
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf)"
+_SIMPLEX_LINE = re.compile(rf"^\s*(\d+)\s+({_NUMBER})\s+(?:Pr|Du|Ph)", re.IGNORECASE)
+_IPX_LINE = re.compile(rf"^\s*(\d+)\*?\s+({_NUMBER})\s+({_NUMBER})\s+{_NUMBER}\s+{_NUMBER}\s+({_NUMBER})\s+[\d.]+\s*$")
+
+
+def iteration_line(solver: str, line: str, sign: float = 1.0) -> tuple[str, dict[str, Any]] | None:
+    """The iteration count and objective in one line of HiGHS's log, as a message for a person
+    and a record for a program; None for any other line. Dual simplex logs ``iteration objective
+    Pr: ...`` lines; the interior-point solver (IPX) logs ``iteration primal-objective
+    dual-objective pinf dinf gap time`` lines, of the dual model when it dualized the LP
+    (``sign`` -1 then turns its objective back into the LP's).
+
+    >>> iteration_line("simplex", "      1311     1.4655542532e+01 Pr: 0(0) 0s")
+    ('HiGHS simplex: iteration 1311, LP objective 14.66', {'iteration': 1311, 'objective': 14.655542532})
+    >>> iteration_line("ipm", "  12   -4.37427442e-01  -4.49427026e-01   1.73e-17   2.29e-07  8.31e-03  0.2", -1.0)[0]
+    'HiGHS ipm: iteration 12, LP objective 0.4374, primal-dual gap 0.00831'
+    """
+    m = _SIMPLEX_LINE.match(line)
+    if m:
+        it, obj = int(m.group(1)), float(m.group(2))
+        return f"HiGHS {solver}: iteration {it}, LP objective {obj:.4g}", {"iteration": it, "objective": obj}
+    m = _IPX_LINE.match(line)
+    if m:
+        it, obj, gap = int(m.group(1)), sign * float(m.group(2)), float(m.group(4))
+        return (f"HiGHS {solver}: iteration {it}, LP objective {obj:.4g}, primal-dual gap {gap:.3g}",
+                {"iteration": it, "objective": obj, "gap": gap})
+    return None
+
+
 class HighsLP:
     """A live HiGHS model: ``min c'x, row_lower <= A x <= row_upper, col bounds``.
 
     Args:
-        c, A, row_lower, row_upper, col_lower, col_upper: the LP (``A`` any scipy.sparse).
+        c: the objective.
+        A: the constraint matrix (any scipy.sparse).
+        row_lower: lower bounds of the rows.
+        row_upper: upper bounds of the rows.
+        col_lower: lower bounds of the variables.
+        col_upper: upper bounds of the variables.
         solver: 'simplex' (dual simplex), 'ipm' (interior point with crossover) or 'pdlp'.
         time_limit: seconds per solve (of wall-clock time: HiGHS's own limit counts the time of
             every run of a model, so it is set afresh before each one), or None.
         tolerance: primal and dual feasibility tolerance (HiGHS accepts down to 1e-10).
         presolve: HiGHS presolve; switch off where dual rays of infeasible models are needed.
+        progress: receives an 'lp' event for each iteration line HiGHS logs (iteration count
+            and objective; HiGHS logs them every few seconds), so a long solve shows where it is.
 
     HiGHS's ``threads`` option is never set: HiGHS keeps one thread scheduler per process, and
     from highspy 1.16 on a model whose ``threads`` differs from the scheduler's fails to run
@@ -129,11 +202,14 @@ class HighsLP:
     def __init__(self, c: np.ndarray, A: sp.spmatrix, row_lower: np.ndarray, row_upper: np.ndarray,
                  col_lower: np.ndarray, col_upper: np.ndarray, *, solver: str = "simplex",
                  time_limit: float | None = None, tolerance: float = 1e-9, presolve: bool = True,
-                 log: bool = False) -> None:
+                 log: bool = False, progress: Progress | None = None) -> None:
         self.h = highspy.Highs()
+        self.hooks: _Hooks | None = None
         self.time_limit = None if time_limit is None else V.positive_float("time_limit", time_limit, allow_inf=True)
         _configure(self.h, solver=solver, tolerance=tolerance,
                    presolve=presolve, log=log)
+        if progress is not None:
+            self._follow(progress, solver)
         A = sp.csr_matrix(A)
         A.sort_indices()
         n_row, n_col = A.shape
@@ -160,6 +236,42 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the model (passModel returned an error: coefficients out of its range?)")
         self.n_col = n_col
         self.n_row = n_row
+        if A.nnz >= INTERRUPTIBLE_NONZEROS and not stops_enforced():
+            self._poll_for_stop()
+
+    def _callback(self) -> _Hooks:
+        """The model's hooks, its HiGHS callback set to :func:`_poll` the first time (the raw
+        callback of highspy's base class: highspy's own dispatch costs twice as much a call)."""
+        if self.hooks is None:
+            self.hooks = _Hooks()
+            super(highspy.Highs, self.h).setCallback(_poll, self.hooks)  # type: ignore[arg-type]
+        return self.hooks
+
+    def _poll_for_stop(self) -> None:
+        """Make each simplex and interior-point iteration ask whether to stop."""
+        self._callback()
+        for kind in (highspy.cb.HighsCallbackType.kCallbackSimplexInterrupt,
+                     highspy.cb.HighsCallbackType.kCallbackIpmInterrupt):
+            self.h.startCallback(kind)
+
+    def _follow(self, progress: Progress, solver: str) -> None:
+        """Send HiGHS's iteration lines to ``progress`` through its logging callback (the log
+        itself stays off the console)."""
+        self.h.setOptionValue("output_flag", True)
+        self.h.setOptionValue("log_to_console", False)
+
+        sign = [1.0]
+
+        def on_log(message: str) -> None:
+            for line in str(message).splitlines():
+                if "Dualized model:" in line:
+                    sign[0] = -1.0 if "yes" in line else 1.0
+                found = iteration_line(solver, line, sign[0])
+                if found is not None:
+                    report(progress, "lp", found[0], found[1])
+
+        self._callback().log = on_log
+        self.h.startCallback(highspy.cb.HighsCallbackType.kCallbackLogging)
 
     # ------------------------------------------------------------- changes
     def add_rows(self, A_rows: sp.spmatrix, lower: np.ndarray, upper: np.ndarray) -> None:
@@ -195,17 +307,19 @@ class HighsLP:
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Change the bounds of the given rows (the model and basis are kept)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)
-        st = self.h.changeRowsBounds(int(len(rows)), rows,
+        # (changeRowsBounds and getDualRay exist at run time but not in highspy's type stubs)
+        st = self.h.changeRowsBounds(int(len(rows)), rows,  # type: ignore[attr-defined]
                                      np.ascontiguousarray(lower, dtype=np.float64),
                                      np.ascontiguousarray(upper, dtype=np.float64))
         if st == highspy.HighsStatus.kError:
             raise SolverLimitError("HiGHS rejected the row bound change")
 
-    def set_option(self, name: str, value: object) -> None:
+    def set_option(self, name: str, value: bool | float | str) -> None:
+        """Set a HiGHS option on the live model."""
         self.h.setOptionValue(name, value)
 
-    def get_basis(self) -> object | None:
-        """The current simplex basis (an opaque HiGHS object), or None if there is none."""
+    def get_basis(self) -> highspy.HighsBasis | None:
+        """The current simplex basis, or None if there is none."""
         b = self.h.getBasis()
         return b if b.valid else None
 
@@ -215,7 +329,7 @@ class HighsLP:
         self.h.setOptionValue("solver", "simplex")
         self.h.setOptionValue("simplex_strategy", 1)
 
-    def set_basis(self, basis: object) -> bool:
+    def set_basis(self, basis: highspy.HighsBasis) -> bool:
         """Start the next solve from ``basis`` (from a model with the same shape); switches the
         solver to dual simplex, which is what can use it. Returns False if HiGHS refused it."""
         self.use_dual_simplex()
@@ -240,9 +354,15 @@ class HighsLP:
             self.h.getRunTime() + self.time_limit     # HiGHS's clock runs across every run of the model
         self.h.setOptionValue("time_limit", float(limit))
         t0 = time.perf_counter()
-        self.h.run()
+        if self.hooks is None:
+            self.h.run()
+        else:
+            with native_section(self.hooks.stop):
+                self.h.run()
         seconds = time.perf_counter() - t0
         ms = self.h.getModelStatus()
+        if ms == highspy.HighsModelStatus.kInterrupt:
+            raise Interrupted("HiGHS was stopped: the process is stopping")
         status = _STATUS.get(ms, f"error: {self.h.modelStatusToString(ms)}")
         info = self.h.getInfo()
         iters = int(info.simplex_iteration_count) + int(info.ipm_iteration_count) + int(info.pdlp_iteration_count)
@@ -264,15 +384,13 @@ class HighsLP:
 
     def dual_ray(self) -> np.ndarray | None:
         """A dual ray proving infeasibility (HiGHS ``getDualRay``), or None if none exists."""
-        st, has, ray = self.h.getDualRay()
+        st, has, ray = self.h.getDualRay()  # type: ignore[attr-defined]
         if st == highspy.HighsStatus.kError or not has:
             return None
         return np.asarray(ray, dtype=np.float64)
 
-    def row_duals(self) -> np.ndarray:
-        return np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
-
     def primal(self) -> np.ndarray:
+        """The primal values of the last solve."""
         return np.asarray(self.h.getSolution().col_value, dtype=np.float64)
 
 

@@ -57,6 +57,7 @@ class ReferenceTable:
 
     @property
     def half_diagonal_km(self) -> float:
+        """Half the diagonal of a cell: the farthest a location is from its cell's centre."""
         return self.cell_km * math.sqrt(2.0) / 2.0
 
     def lookup(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -65,6 +66,7 @@ class ReferenceTable:
 
 
 def lookup(keys: np.ndarray, beta: np.ndarray, n_nodes: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Reference-table costs between locations ``a`` and ``b`` (pairs of node indices) from the sorted keys."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     k = np.minimum(a, b) * n_nodes + np.maximum(a, b)

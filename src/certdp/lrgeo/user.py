@@ -22,10 +22,9 @@ from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
 from .. import _validate as V
-from ..certify import certify
 from ..datasets.city import World, project_km
 from ..mechanism import Mechanism
-from ..randomness import RNGLike, as_generator
+from ..randomness import CounterRNG, RNGLike, as_generator
 from ..space import Geometry, haversine_km
 from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import lookup, travel_pairs
@@ -87,6 +86,7 @@ class LRGeoParams:
 
     @property
     def circle_radius(self) -> float:
+        """The radius (km) of the circle whose table the user asks for: 2 Gamma + r_obf."""
         return 2.0 * self.lr_radius + self.r_obf
 
     @property
@@ -127,7 +127,7 @@ class LRGeoUser:
         self.params = params
         self.location = V.int_in_range("location", location, 0, world.K - 1)
         self.name = name or f"user-{location}"
-        self.rng = as_generator(rng)
+        self.rng = rng if isinstance(rng, CounterRNG) else as_generator(rng)   # CounterRNG: the page's draws
         self.centre = self.location
         if params.hide > 0:   # a decoy centre within hide of the location (see LRGeoParams.hide)
             near = np.flatnonzero(geo_ind_path_distance(world, params.gamma, self.location, params.hide)
@@ -149,9 +149,11 @@ class LRGeoUser:
 
     @property
     def n(self) -> int:
+        """The size of the user's LR set."""
         return int(len(self.lr))
 
     def table_request(self) -> TableRequest:
+        """The request for the reference table around the user (a circle, not the location)."""
         return TableRequest(user=self.name, center=self.world.latlon[self.anchor].copy(),
                             radius_km=self.params.circle_radius)
 
@@ -241,12 +243,9 @@ class LRGeoUser:
 
     def mechanism(self, resp: ObfuscationResponse) -> tuple[Mechanism, float]:
         """Certify the LR matrix on its LR pairs (exact audit); returns it and the mixing used."""
-        Z = self.assemble(resp)
-        E, d = self.lr_pairs()
-        Zc, rep = certify(Z, self.params.epsilon, E, d)
-        mech = Mechanism(Zc, self.params.epsilon, E, d, geometry=self.geometry(), metadata={
-            "method": "lrgeo", "user": self.name, "lr_set": self.lr.tolist(), "gamma": self.params.gamma,
-            "certify_mixing": rep.mixing})
+        mech, rep = Mechanism.certified(self.geometry(), self.assemble(resp), epsilon=self.params.epsilon,
+                                        method="lrgeo", user=self.name, lr_set=self.lr.tolist(),
+                                        gamma=self.params.gamma)
         return mech, rep.mixing
 
 

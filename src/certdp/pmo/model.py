@@ -54,10 +54,12 @@ class PMOLP:
 
     @property
     def n_vars(self) -> int:
+        """The number of LP variables (N K, plus one for the worst-case objective)."""
         return self.n_records * self.n_outputs + (1 if self.objective == "worst" else 0)
 
     @property
     def nnz(self) -> int:
+        """The number of non-zeros of the constraint matrix."""
         return int(self.A.nnz)
 
 

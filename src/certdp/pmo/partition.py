@@ -40,6 +40,7 @@ class Partition:
 
     @property
     def n_subsets(self) -> int:
+        """The number of subsets M."""
         return int(self.labels.max()) + 1 if len(self.labels) else 0
 
     def boundary_mask(self, edges: np.ndarray) -> np.ndarray:
@@ -87,7 +88,7 @@ def _relabel(labels: np.ndarray, method: str) -> Partition:
 
 
 def _kmeans(X: np.ndarray, m: int, seed: int) -> np.ndarray:
-    from sklearn.cluster import KMeans   # imported here: it costs 0.8 s, and most runs never cluster
+    from sklearn.cluster import KMeans   # imported here: scikit-learn is slow to import, and most runs never cluster
     return KMeans(n_clusters=m, n_init=4, random_state=seed).fit_predict(X)
 
 

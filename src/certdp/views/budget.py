@@ -119,6 +119,7 @@ class PrivacyBudget:
 
     @property
     def total(self) -> Fraction:
+        """The total budget, as an exact fraction."""
         return _fraction(self._total)
 
     def spent(self) -> Fraction:

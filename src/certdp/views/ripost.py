@@ -49,6 +49,7 @@ from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator
 from .blocks import aggregation_error, cut_scores
 from .budget import BudgetNode, PrivacyBudget
+from .noise import LeafLaplace
 from .sampling import add_laplace, exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor
 from .view import BlockView
@@ -68,11 +69,13 @@ class DepthSeries:
             raise ValueError(f"os must be >= k for the series weights to sum to at most 1 (k={self.k}, os={self.os})")
 
     def weight(self, depth: int) -> float:
+        """The share of the budget of a block at ``depth`` (the depth-free series, Eq. 3-4)."""
         n = depth + self.os - 1
         return self.k / (n * (n + 1))
 
     @property
     def total(self) -> float:
+        """The sum of the series over every depth."""
         return self.k / self.os
 
 
@@ -89,6 +92,7 @@ class BiasedTest:
     floor: float
 
     def biased(self, value: float, depth: int) -> float:
+        """The test value lowered by ``delta`` per level of depth, never below the floor."""
         return max(self.floor, value - depth * self.delta)
 
     @classmethod
@@ -116,6 +120,7 @@ def quadtree_fanout(shape) -> int:
 
 @dataclass
 class Block:
+    """A box of the count tensor: lower and upper cell corners (upper exclusive), its depth and phase."""
     lo: np.ndarray
     hi: np.ndarray
     idx: np.ndarray          # indices of the tensor's non-zero cells inside the block
@@ -123,6 +128,7 @@ class Block:
     depth: int = 1
 
     def cells(self) -> float:
+        """The number of cells in the box."""
         return float(np.prod((self.hi - self.lo).astype(np.float64)))
 
 
@@ -182,6 +188,7 @@ def perturb_leaves(leaves: list[Block], counts: np.ndarray, eps_p: float, rng, r
 
 
 def ledger_totals(budget: PrivacyBudget) -> dict[str, float]:
+    """The budget charged so far, summed by the kind of release."""
     tot: dict[str, float] = {}
     for _, eps, what in budget.ledger:
         tot[what] = tot.get(what, 0.0) + eps
@@ -209,7 +216,7 @@ def finish_view(tensor: CountTensor, leaves: list[Block], eps_leaf: float, budge
     lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, d)
     hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, d)
     return BlockView(tensor.domains, lo, hi, values, method, float(budget.total), float(budget.spent()), params,
-                     ledger_totals(budget))
+                     ledger_totals(budget), LeafLaplace(1.0 / e))      # each leaf count: sensitivity 1
 
 
 VARIANTS = {"paper": {"alpha": 0.3, "gamma": 0.9, "beta": 0.4},

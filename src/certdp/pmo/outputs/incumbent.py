@@ -43,16 +43,19 @@ class Backoff:
         self.wait = self.skip = 0
 
     def ready(self) -> bool:
+        """Whether to try now (a chance passes either way)."""
         if self.skip > 0:
             self.skip -= 1
             return False
         return True
 
     def failed(self) -> None:
+        """A try failed: wait twice as many chances as the last time."""
         self.wait = max(1, 2 * self.wait)
         self.skip = self.wait
 
     def succeeded(self) -> None:
+        """A try succeeded: try again at the next chance."""
         self.wait = 0
 
 
@@ -102,11 +105,12 @@ class Incumbent:
         is the new best."""
         t0 = time.perf_counter()
         if rebalance:
-            Z = rebalance_rows(mdp_envelope(Z, self.eps, self.edges, self.dist), self.C, self.eps, self.edges,
-                               self.dist, cutoff=self.ub)
-            if Z is None:   # its LP's value already reached the best upper bound
+            mixed = rebalance_rows(mdp_envelope(Z, self.eps, self.edges, self.dist), self.C, self.eps, self.edges,
+                                   self.dist, cutoff=self.ub)
+            if mixed is None:   # its LP's value already reached the best upper bound
                 self.seconds["cert"] += time.perf_counter() - t0
                 return False
+            Z = mixed
         Zc, _ = certify(Z, self.eps, *self.space.neighbor_pairs)
         self.seconds["cert"] += time.perf_counter() - t0
         val = float(np.sum(self.C * Zc))
@@ -131,8 +135,8 @@ class Incumbent:
         e = self.free.solve(elastic=(lam, self.config.elastic_width * delta), tol=self.config.exact_tolerance)
         self.seconds["free"] += e.seconds
         t0 = time.perf_counter()
-        Z = mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist)
-        Z = repair_rows(Z, self.C, self.eps, self.edges, self.dist)
+        Z = repair_rows(mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist), self.C,
+                        self.eps, self.edges, self.dist)
         self.seconds["cert"] += time.perf_counter() - t0
         self.counts["repaired_tried"] += 1
         if Z is None:

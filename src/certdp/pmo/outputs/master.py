@@ -76,6 +76,7 @@ class ColumnMaster:
 
     @property
     def n_cols(self) -> int:
+        """The number of columns in the master."""
         return int(self.cost.size)
 
     @property
@@ -89,6 +90,7 @@ class ColumnMaster:
         return DenseColumns(store=self.store, slots=slots, rows=rows)
 
     def set_box(self, center: np.ndarray, delta: float | np.ndarray) -> None:
+        """Restrict the row-sum multipliers to a box of half-width ``delta`` around ``center``."""
         self.center = center.copy()
         self.delta = np.asarray(delta, dtype=np.float64)
 
