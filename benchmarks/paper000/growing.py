@@ -204,9 +204,13 @@ def _ratios(raw: list[dict]) -> list[str]:
 
 
 def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: str,
-          solved_by: str | None = None) -> None:
-    """Write the tables; ``solved_by`` is the commit of the runs (the checkout's by default)."""
+          solved_by: str | None = None, solved_with: str | None = None) -> None:
+    """Write the tables; ``solved_by`` is the commit of the runs (the checkout's by default),
+    ``solved_with`` their command (this one by default)."""
+    from .._common import command
+
     solved_by = solved_by or commit()
+    solved_with = solved_with or command()
     rows = []
     for r in raw:
         if "seconds" not in r:
@@ -217,7 +221,7 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
                      *(r[f"{p}_cpu"] for p in PARTS), r["master_flops"] / 1e9, r["free_flops"] / 1e9,
                      r["pricing_iterations"] / 1e6, r["pricing_rows"], r["columns"]])
     summary = _summary(raw, a.gap)
-    notes = [f"commit {solved_by}; started {started}; load average (1, 5, 15 min) at start "
+    notes = [f"solved by `{solved_with}`", f"commit {solved_by}; started {started}; load average (1, 5, 15 min) at start "
              f"{', '.join(f'{x:.2f}' for x in load[0])}" + (f", at the end {', '.join(f'{x:.2f}' for x in load[-1])}"
                                                             if len(load) > 1 else ""),
              f"cap {a.cap:g} s per solve; stop at a {a.gap:g} certified gap; pricing on {a.executor}"
@@ -237,7 +241,7 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
                 ["network", "N", "box", "design", "neighbours", "status", "rounds", "seconds", "CPU s", "gap", "peak MB",
                  "audit", "master CPU s", "pricing CPU s", "upper CPU s", "master Gflop", "free Gflop",
                  "Msimplex", "cone rows", "columns"], rows, notes=notes,
-                raw={"load": load, "commit": solved_by, "runs": raw}, args=a)
+                raw={"load": load, "commit": solved_by, "command": solved_with, "runs": raw}, args=a)
 
 
 def _fmt(v) -> str:
@@ -273,7 +277,7 @@ def main() -> None:
 
         saved = json.loads(Path(a.tables_from).read_text())
         runs = [{"design": "this", **r} for r in saved["runs"]]
-        table(runs, a, saved["load"], "as recorded", saved["commit"])
+        table(runs, a, saved["load"], "as recorded", saved["commit"], saved.get("command"))
         return
     networks = heldout_networks() if a.heldout else a.networks
     if a.heldout and not networks:
