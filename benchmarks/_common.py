@@ -98,8 +98,7 @@ def target(name: str, suffix: str, args: argparse.Namespace | None = None) -> Pa
     return p
 
 
-def commit() -> str:
-    """The commit the run's code is at, marked when files tracked by git differ from it."""
+def _git_commit() -> str:
     root = Path(__file__).resolve().parents[1]
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -109,6 +108,15 @@ def commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return head + (" with uncommitted changes" if dirty else "")
+
+
+_COMMIT = _git_commit()
+
+
+def commit() -> str:
+    """The commit the run's code was at when it started, marked when files tracked by git
+    differed from it."""
+    return _COMMIT
 
 
 def command() -> str:
