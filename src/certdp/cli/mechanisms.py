@@ -113,7 +113,7 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
               help="lp, spanner: expected loss (paper 000; lp's default) or worst-case loss (paper 002; spanner's)")
 @click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
 @click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1,10,50]")
-@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
+@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [3]")
 @click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
 @click.option("--solver", type=click.Choice(["auto", "simplex", "ipm", "pdlp"]), default=None,
               help="HiGHS algorithm: lp, optmech [auto: IPM above 50,000 rows]; constopt [auto]; spanner [ipm]")
@@ -223,7 +223,7 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
               help=f"comma-separated, from {','.join(METHODS)}")
 @click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
 @click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1,10,50]")
-@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
+@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [3]")
 @click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
 @click.option("--tight-delta", type=float, default=1e-3, show_default=True, help="delta of epsilon_tight")
 @click.option("--match-tight", type=float, default=None,
