@@ -11,11 +11,15 @@ median of each factor.
 
     python -m benchmarks.paper002.order --kind text [--n 200] [--seeds 1,2,3,4,5] [--targets 0.5,1,2,4,6,8]
     python -m benchmarks.paper002.order --kind loc
+    python -m benchmarks.paper002.order --kind text --source ../shared/data/word2vec/GoogleNews-vectors-negative300-bolukbasi.bin
     CERTDP_HELDOUT=/path python -m benchmarks.paper002.order --kind text --heldout
 
 ``--heldout`` reads the held-out data under ``$CERTDP_HELDOUT`` instead of the shared data:
 ``embeddings/minilm_top2000.npy`` for text, ``roads/chicagosketch_nodes.csv`` for loc. It is used
-only to confirm what the shared data showed. Writes results/uai_order_{kind}_{n}[_heldout].md/.json.
+only to confirm what the shared data showed. ``--source FILE`` draws the subsets from another file
+(for text, the whole 26,423-word word2vec file: the paper draws each clustered word from the 50
+nearest of the whole English vocabulary, not of its 2,000 most frequent words). Writes
+results/uai_order_{kind}_{n}[_{file stem}|_heldout].md/.json.
 """
 
 from __future__ import annotations
@@ -86,17 +90,18 @@ def main() -> None:
     ap.add_argument("--seeds", default="1,2,3,4,5")
     ap.add_argument("--targets", default="0.5,1,2,4,6,8")
     ap.add_argument("--heldout", action="store_true", help="confirm on the held-out data under $CERTDP_HELDOUT")
+    ap.add_argument("--source", default=None, help="the data file to draw subsets from (default: the shared data)")
     a = output_args(ap).parse_args()
     seeds = [int(x) for x in a.seeds.split(",")]
     targets = [float(x) for x in a.targets.split(",")]
     try:
-        source = heldout_source(a.kind) if a.heldout else None
+        source = heldout_source(a.kind) if a.heldout else (Path(a.source) if a.source else None)
         uai(a.kind, 5, 1.0, source=source)
     except FileNotFoundError as exc:
         print(f"skipped: the data for {a.kind} is not there ({exc})")
         return
     data = str(source) if source else {"text": "word2vec top 2,000 (shared)", "loc": "Helsinki POIs (shared)"}[a.kind]
-    name = f"uai_order_{a.kind}_{a.n}" + ("_heldout" if a.heldout else "")
+    name = f"uai_order_{a.kind}_{a.n}" + ("_heldout" if a.heldout else f"_{source.stem}" if source else "")
     raw: list[dict] = []
     for seed in seeds:
         for T in targets:
