@@ -182,7 +182,7 @@ def figure15(a, df, doms):
         errs, blocks = [], []
         for _ in range(a.reps):
             v = build_view(t, "ripost", eps, rng, **kw)
-            errs.append(rmse(v.answer(w), truth))
+            errs.append(rmse(v.estimates(w), truth))
             blocks.append(v.n_blocks)
         table.append([name, val, np.mean(errs), np.std(errs), np.mean(blocks), np.std(blocks)])
         raw.append(dict(zip(["param", "value", "rmse", "rmse_sd", "blocks", "blocks_sd"], table[-1])))
@@ -234,7 +234,7 @@ def decomposition(a, df, doms):
             for _ in range(a.reps):
                 v = build_view(t, m, eps, rng, **kw)
                 sums = leaf_truth(v, t)[0]
-                tot.append(rmse(v.answer(w), truth))
+                tot.append(rmse(v.estimates(w), truth))
                 agg.append(rmse(answer_boxes(v.lo, v.hi, sums, t.shape, w), truth))
                 noise.append(rmse(answer_boxes(v.lo, v.hi, v.values - sums, t.shape, w), np.zeros_like(truth)))
                 blocks.append(v.n_blocks)
@@ -272,7 +272,7 @@ def leaf_budget(a, df, doms):
             res = {}
             for mode in ("fixed", "rest"):
                 vs = [build_view(t, "ripost", eps, a.seed + r, leaf_budget=mode) for r in range(a.reps)]
-                res[mode] = {"rmse": float(np.mean([rmse(v.answer(w), truth) for v in vs])),
+                res[mode] = {"rmse": float(np.mean([rmse(v.estimates(w), truth) for v in vs])),
                              "spend_min": float(np.min([v.params["path_spend"]["min"] for v in vs])),
                              "spend_max": float(np.max([v.params["path_spend"]["max"] for v in vs])),
                              "leaf_eps_mean": float(np.mean([v.params["leaf_epsilon"]["mean"] for v in vs])),
