@@ -47,7 +47,6 @@ from certdp.experiments.instances import data_dir
 from certdp.experiments.lrgeo import run_baseline, world_space
 from certdp.lp.highs import INF, HighsLP
 from certdp.lp.outcome import SolverLimitError
-from certdp.lrgeo.measures import measure_round
 from certdp.lrgeo.messages import ObfuscationRequest
 from certdp.lrgeo.protocol import LRGeoRound
 from certdp.lrgeo.server import LRGeoServer
@@ -268,12 +267,12 @@ def cost_row(K: int, rs: list[dict]) -> list:
     """One results row: the mean of every method over the draws, the paired ratios to Laplace
     (median and worst over the draws) and LR-Geo's own-row share beyond r_exp."""
     def mean(m):
-        v = [mean_own(x, m) for x in rs]
-        return None if any(t is None for t in v) else float(np.mean(v))
+        v = [mean_own(x, m) for x in rs if m in x]
+        return None if not v or any(t is None for t in v) else float(np.mean(v))
 
     def ratio(m):
         v = [mean_own(x, m) / mean_own(x, "laplace") for x in rs
-             if mean_own(x, m) is not None and mean_own(x, "laplace")]
+             if m in x and mean_own(x, m) is not None and mean_own(x, "laplace")]
         return f"{np.median(v):.3g} ({np.max(v):.3g})" if v else None
 
     own = [u for x in rs for u in x["lrgeo"]["own"]]
@@ -295,11 +294,11 @@ def part_cost(a) -> None:
             rec: dict = {"K": K, "rep": rep, "locations": locs.tolist()}
             for name, ex, PP in (("lrgeo", False, P), ("lrgeo_exact_costs", True, P),
                                  ("lrgeo_free_to_r_obf", False, params(w, a, r_exp=P.r_obf))):
+                if name not in a.variants:
+                    continue
                 r = run_users(w, PP, locs, tab, exact_costs=ex, seed=rep)
-                rep_r = measure_round(r)
-                rec[name] = {"own": own_row_split(r), "lr_objective": rep_r["expected_cost_lr_sets"],
-                             "lower_bound": rep_r["lower_bound"], "status": r.info.status,
-                             "lr_sizes": [u.n for u in r.users], "r_exp": PP.r_exp}
+                rec[name] = {"own": own_row_split(r), "status": r.info.status, "lr_sizes": [u.n for u in r.users],
+                             "r_exp": PP.r_exp, "seconds": r.info.seconds}
             for b in a.baselines:
                 if b != "lp" or K <= a.lp_max_K:
                     rec[b] = run_baseline(b, w, P, locs, time_limit=a.cap, seed=rep)
@@ -346,6 +345,8 @@ def main() -> None:
     p.add_argument("--small-Gamma", type=float, default=3.0, help="speed: Gamma (km) giving LR sets of about 20")
     p.add_argument("--all-pairs-max-K", type=int, default=100, help="speed: solve [11]'s LP only up to this K")
     p.add_argument("--baselines", nargs="*", default=["laplace", "expmech", "lp"])
+    p.add_argument("--variants", nargs="*", default=list(COST_METHODS), choices=COST_METHODS,
+                   help="cost: the LR-Geo variants to run")
     p.add_argument("--lp-max-K", type=int, default=200, help="cost: the optimal LP only up to this K")
     a = output_args(p).parse_args()
     if a.settings is None:
