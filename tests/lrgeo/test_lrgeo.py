@@ -17,7 +17,8 @@ from certdp.audit import verify
 from certdp.cli import main
 from certdp.datasets.city import grid_city, helsinki, load_world
 from certdp.experiments.lrgeo import world_space
-from certdp.lrgeo.measures import column_inference, measure_round, relaxed_lower_bound, violations
+from certdp.lrgeo.measures import (column_inference, measure_round, relaxed_lower_bound, violation_bounds,
+                                   violations)
 from certdp.lrgeo.memory import MemoryLimitError, estimate_round
 from certdp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from certdp.lrgeo.protocol import run_round
@@ -121,7 +122,7 @@ def test_messages_round_trip_through_json(city, params, table):
     r2 = ObfuscationRequest.from_json(req.to_json())
     assert np.array_equal(np.isnan(r2.C_NO), np.isnan(req.C_NO))
     assert np.allclose(np.nan_to_num(r2.C_NO), np.nan_to_num(req.C_NO)) and np.array_equal(r2.columns, req.columns)
-    resp, _ = srv.solve(method="monolithic")
+    resp, _ = srv.solve(method="lp")
     o2 = ObfuscationResponse.from_json(resp["u0"].to_json())
     assert np.allclose(o2.y, resp["u0"].y)
     with pytest.raises(ProtocolError):
@@ -149,7 +150,7 @@ def test_estimated_costs_bound_the_true_costs(city, params, table):
 def test_benders_matches_monolithic_and_matrices_pass_the_audit(city, params, table):
     srv, users = _setup(city, params, table, [9, 27, 45])
     rb, ib = srv.solve(method="benders", gap=1e-6, fallback=False)
-    rm, im = srv.solve(method="monolithic")
+    rm, im = srv.solve(method="lp")
     assert ib.method == "benders" and ib.status == "optimal"
     assert ib.lower_bound <= ib.upper_bound + 1e-9
     assert im.lower_bound <= im.upper_bound + 1e-9
@@ -170,7 +171,7 @@ def test_benders_solves_the_paper_epsilon_without_fallback(city):
     P = LRGeoParams.scaled(city.cell, eps_cell=12.0, table_cells=0.25)
     srv, users = _setup(city, P, build_table(city, P.cell, P.table_band), [9, 27, 45, 60])
     rb, ib = srv.solve(method="benders", gap=1e-3, fallback=False)
-    _, im = srv.solve(method="monolithic")
+    _, im = srv.solve(method="lp")
     assert ib.method == "benders" and ib.status == "optimal" and ib.gap <= 1e-3
     assert im.lower_bound * (1 - 1e-6) <= ib.upper_bound <= im.upper_bound * (1 + 1e-3)
     assert ib.lower_bound <= im.upper_bound * (1 + 1e-9)
@@ -199,7 +200,7 @@ def test_user_mechanisms_pass_the_common_checks(city, params, table, tmp_path):
 def test_exponential_entries_satisfy_geo_ind_across_users(city, params, table):
     """Theorem 4.4: every violation between users involves at least one free (LP) entry."""
     srv, users = _setup(city, params, table, [10, 19, 37, 44])
-    resp, _ = srv.solve(method="monolithic")
+    resp, _ = srv.solve(method="lp")
     Zs = [u.assemble(resp[u.name]) for u in users]
     free = []
     for u in users:
@@ -245,7 +246,7 @@ def test_run_round_reports_and_lrgeo_f(city, params, table):
     # mixes in a little of the exponential mechanism)
     assert r["approximation_ratio"] >= r["approximation_ratio_true_cost"] * (1 - 1e-3)
     assert 0 <= r["violation_ratio"] <= r["cross_user_violation_ratio"] <= 1
-    assert r["violation_tolerance"] == 1e-9 and r["method"] in ("benders", "benders->monolithic", "monolithic")
+    assert r["violation_tolerance"] == 1e-9 and r["method"] in ("benders", "benders->lp", "lp")
     assert r["users_located_by_columns"] == 1.0   # the price of sharing y: see messages.py
     PF = LRGeoParams(epsilon=params.epsilon, gamma=math.inf, Gamma=params.Gamma, r_obf=params.r_obf,
                      r_exp=params.r_exp, cell=params.cell)
@@ -464,3 +465,43 @@ def test_a_round_that_would_not_fit_is_refused_before_anything_is_allocated():
     assert all(m.verification.passed for m in rnd.mechanisms)
     r = CliRunner().invoke(main, ["lrgeo", "--grid", "12x12", "--users", "6", "--max-memory", "0.001", "--quiet"])
     assert r.exit_code == 2 and r.output.startswith("Error: a round of 6 users") and r.output.count("\n") == 1
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), side=st.integers(5, 7), eps_cell=st.floats(0.5, 4.0),
+       r_exp_cells=st.floats(0.0, 3.3), users=st.integers(2, 4))
+def test_violation_ratio_is_below_proposition_4_5s_bounds(seed, side, eps_cell, r_exp_cells, users):
+    """Eq. 29 (each pair of users) and Eq. 30 (all users) bound the measured GV ratio, with
+    the paper's denominators, on generated cities and parameters."""
+    w = grid_city(side, side, cell_km=0.25, seed=seed)
+    P = LRGeoParams.scaled(w.cell, eps_cell=eps_cell, r_exp_cells=r_exp_cells, table_cells=0.25)
+    rnd = run_round(w, P, users=users, seed=seed)
+    rows = [u.lr for u in rnd.users]
+    v = violations(w, rows, [m.matrix for m in rnd.mechanisms], P.epsilon, P.gamma)
+    eq30, eq29 = violation_bounds(w, rows, P.r_exp)
+    assert 0.0 <= v.ratio <= eq30 + 1e-12 <= 1.0 + 1e-12
+    measured = v.pair_ratios(w.K)
+    for a in range(users):
+        for b in range(a + 1, users):
+            assert 0.0 <= measured[a, b] <= eq29[a, b] + 1e-12
+
+
+@given(seed=st.integers(0, 10_000), r_exp=st.floats(0.0, 1.0))
+@settings(max_examples=25, deadline=None)
+def test_proposition_4_5_counts_match_the_sets(city, seed, r_exp):
+    """Eq. 29-30 from the column counts equal the same formulas with A_i counted as sets."""
+    rng = np.random.default_rng(seed)
+    rows = [rng.choice(city.K, size=int(rng.integers(2, 6)), replace=False) for _ in range(3)]
+    K, H = city.K, city.haversine
+    A = {int(i): set(np.flatnonzero(H[i] > r_exp).tolist()) for r in rows for i in r}
+    n = [len(r) for r in rows]
+    both = {(a, b): sum(len(A[int(i)] & A[int(j)]) for i in rows[a] for j in rows[b])
+            for a in range(3) for b in range(a + 1, 3)}
+    eq30, eq29 = violation_bounds(city, rows, r_exp)
+    for (a, b), s in both.items():
+        t = n[a] + n[b]
+        assert eq29[a, b] == pytest.approx(1 - (2 * s + (n[a] ** 2 + n[b] ** 2 - n[a] - n[b]) * K)
+                                           / (t * (t - 1) * K), abs=1e-12)
+    N = sum(n)
+    assert eq30 == pytest.approx(1 - (2 * sum(both.values()) + sum(x * x - x for x in n) * K) / (N * (N - 1) * K),
+                                 abs=1e-12)

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from time import process_time  # CPU seconds in the history; time.perf_counter is the deadlines clock
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,7 +35,7 @@ import scipy.sparse as sp
 from ..progress import Progress, bounds_line, report
 from .bounds import drop_small_coefficients, lagrangian_affine, lagrangian_bound
 from .highs import INF, HighsLP
-from .outcome import SolverLimitError, relative_gap
+from .outcome import SolverLimitError, Status, relative_gap
 
 
 # --------------------------------------------------------------------- the data
@@ -263,9 +265,10 @@ class SerialRunner:
 # ---------------------------------------------------------------------- engine
 @dataclass
 class BendersOutcome:
-    """What the engine found."""
+    """What the engine found; ``status`` is one of optimal, time_limit, iteration_limit,
+    stalled or failed."""
 
-    status: str
+    status: Status
     y: np.ndarray | None
     x: list[np.ndarray | None]
     upper_bound: float
@@ -472,7 +475,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status, it, kelley = "iteration_limit", 0, False
+    status, it, kelley = Status.ITERATION_LIMIT, 0, False
     core = None if core is None else np.asarray(core, dtype=np.float64).copy()
 
     def left() -> float | None:
@@ -481,22 +484,22 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     try:
         for it in range(1, max_iterations + 1):
             if left() is not None and left() <= 0:
-                status, it = "time_limit", it - 1
+                status, it = Status.TIME_LIMIT, it - 1
                 break
-            c_master = time.process_time()
+            c_master = process_time()
             try:
                 solved = m.solve(left())
             except SolverLimitError:
-                status, it = "failed", it - 1
+                status, it = Status.FAILED, it - 1
                 break
             if solved is None:  # the master alone used up the time limit
-                status, it = "time_limit", it - 1
+                status, it = Status.TIME_LIMIT, it - 1
                 break
-            (y_master, theta, lb_it, obj, t_master), c_master = solved, time.process_time() - c_master
+            (y_master, theta, lb_it, obj, t_master), c_master = solved, process_time() - c_master
             lb, y = max(lb, lb_it), y_master
             if core is not None and not kelley:
                 y, core = in_out * y_master + (1.0 - in_out) * core, 0.5 * (core + y_master)
-            t0, c_sub = time.perf_counter(), time.process_time()
+            t0, c_sub = time.perf_counter(), process_time()
             results = run.solve_all(y, theta, left()) if blocks else []
             cuts = _round_cuts(results, theta, y_master, couplings)
             kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
@@ -508,7 +511,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 fixed = fixer.solve_all(y_r, theta, left())
                 cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
                 points.append(_point(master, y_r, fixed))
-            t_sub, c_sub = time.perf_counter() - t0, time.process_time() - c_sub
+            t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
             for point in points:
                 if point is not None and point[0] < ub:
                     ub, best_y, best_x = point[0], point[1], list(point[2])
@@ -531,14 +534,14 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     n_sep = extra[0].shape[0]
             rec["separated"] = n_sep
             if g <= gap:
-                status = "optimal"
+                status = Status.OPTIMAL
                 break
             if any(r.status == "time_limit" for r in results):
-                status = "time_limit"
+                status = Status.TIME_LIMIT
                 break
             if not cuts and not n_sep and y is y_master:
                 failed = any(r.status == "failed" for r in results)
-                status = "failed" if failed else "stalled"   # (at the gap it would have stopped above)
+                status = Status.FAILED if failed else Status.STALLED   # (at the gap it would have stopped above)
                 break
     finally:
         for r, own in ((run, own_runner), (fixer, own_fixer)):

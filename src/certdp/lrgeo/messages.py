@@ -27,8 +27,9 @@ to use the *same* y_k for the same global location k, so the ObfuscationRequest 
 global location of every column (``columns``) next to the distances ``D_NO`` from each LR
 location to those columns. The locations of V are public, so three columns with their
 distances pin every LR row down (trilateration): the server learns the LR set N_m exactly,
-and N_m is the Gamma-ball of the user's location in the Geo-Ind graph, whose centre is usually
-unique. :func:`certdp.lrgeo.measures.column_inference` measures this; the paper's
+and N_m is the Gamma-ball of the user's location in the Geo-Ind graph, whose centre is unique
+unless the ball covers all of V (at the paper's Gamma = 20 km on a block of K = 100 of 1.2 km
+cells, every location is a candidate and the server learns only V). :func:`certdp.lrgeo.measures.column_inference` measures this; the paper's
 own inference metric (reference-table rows consistent with each uploaded cost, section 4.7) is
 :func:`certdp.lrgeo.measures.table_inference`. ``LRGeoParams.hide`` is the remedy: the LR set
 is centred on a location drawn near the user, so the server learns only that centre. The location the user finally
@@ -81,6 +82,7 @@ class Array:
     width: int | None = None
 
     def _item(self) -> cs.CoreSchema:
+        item: cs.CoreSchema
         if self.integer:
             item = cs.int_schema(strict=True, ge=None if self.ge is None else int(self.ge),
                                  le=None if self.le is None else int(self.le))
@@ -148,7 +150,7 @@ class Array:
 
     def _lists_of(self, a: np.ndarray) -> list:
         if not self.integer and self.nullable and np.isnan(a).any():
-            return np.where(np.isnan(a), None, a).tolist()
+            return np.where(np.isnan(a), np.asarray(None), a).tolist()
         return a.tolist()
 
 

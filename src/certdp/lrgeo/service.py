@@ -76,7 +76,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -94,7 +94,7 @@ from .messages import (
     TableResponse,
 )
 from .memory import check_round, upload_bytes
-from .server import LRGeoServer, core_point
+from .server import METHODS, LRGeoServer, core_point
 from .table import build_table
 from .user import LRGeoParams
 
@@ -210,7 +210,7 @@ class Info(_Model):
     params: Params
     circle_radius_km: float = Field(description="the radius of every table request: 2 lr_radius + r_obf")
     limits: Limits
-    method: Literal["benders", "monolithic"]
+    method: Literal["benders", "lp"]          # lrgeo.server.METHODS
 
 
 class RoadGraph(_ArrayModel):
@@ -239,7 +239,8 @@ class WorldMap(_ArrayModel):
     def of(cls, world: World) -> "WorldMap":
         """The public map of ``world``: its cells, their road nodes and the road graph."""
         g = sp.csr_matrix(world.road.graph)
-        return cls(name=world.name, fingerprint=fingerprint(world), shape=tuple(world.shape), lat0=world.lat0,
+        return cls(name=world.name, fingerprint=fingerprint(world), shape=(world.shape[0], world.shape[1]),
+                   lat0=world.lat0,
                    earth_radius_km=EARTH_RADIUS_KM, latlon=world.latlon, node=world.node.astype(np.int64),
                    road=RoadGraph(latlon=world.road.latlon, indptr=g.indptr.astype(np.int64),
                                   indices=g.indices.astype(np.int64), length_km=g.data.astype(float).tolist()))
@@ -382,8 +383,8 @@ class RoundScheduler:
     def __init__(self, world: World, params: LRGeoParams, *, spec: dict[str, Any] | None = None,
                  limits: Limits | None = None, method: str = "benders", gap: float = 1e-4,
                  time_limit: float | None = None, max_memory: float | None = None) -> None:
-        if method not in ("benders", "monolithic"):
-            raise ValueError(f"method must be 'benders' or 'monolithic', got {method!r}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.world, self.params = world, params
         self.limits = limits or Limits()
         self.memory = check_round(world, params, self.limits.round_users, limit=max_memory,
@@ -402,7 +403,7 @@ class RoundScheduler:
         bbox = spec.get("bbox")
         self.world_spec = WorldSpec(dataset=spec.get("dataset"), network=spec.get("network"),
                                     bbox=None if bbox is None else tuple(float(v) for v in bbox),
-                                    grid=tuple(int(v) for v in spec.get("grid", world.shape)),
+                                    grid=cast(tuple[int, int], tuple(int(v) for v in spec.get("grid", world.shape))),
                                     fingerprint=fingerprint(world), K=world.K, name=world.name)
         self._map_json: str | None = None
         self._cv = threading.Condition()
@@ -993,7 +994,7 @@ def serve(scheduler: RoundScheduler, host: str = "127.0.0.1", port: int = 8000) 
             super().handle_exit(sig, frame)
 
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[override]
+        def capture_signals(self):
             if threading.current_thread() is not threading.main_thread():
                 yield
                 return
