@@ -1,6 +1,6 @@
 """Results a reader can trust: every results table names the script that reruns it, the index of
-the tables (benchmarks/README.md) is current, and every measured number in the README is in the
-results table its paragraph cites."""
+the tables (benchmarks/README.md) is current, every table the docs cite exists, and every
+measured number in the README is in the results table its paragraph cites."""
 
 from __future__ import annotations
 
@@ -107,6 +107,14 @@ def test_a_table_records_its_command_commit_and_variant(tmp_path):
     plain = index.read(_common.write_table("u", "B", ["a"], [[1]], args=argparse.Namespace(out=str(tmp_path))),
                        root=tmp_path)
     assert plain.variant == ""
+
+
+def test_every_results_table_the_docs_cite_exists():
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    missing = [f"{page.relative_to(ROOT)}: {cited}" for page in pages
+               for cited in sorted(set(CITED.findall(page.read_text(encoding="utf-8"))))
+               if not (ROOT / cited).is_file()]
+    assert not missing, "results tables cited but absent:\n" + "\n".join(missing)
 
 
 def test_every_measured_number_in_the_readme_is_in_the_table_it_cites():
