@@ -167,20 +167,25 @@ def street_city():
     return grid_city(47, 47, cell_km=0.5, streets_per_cell=2, seed=SEED, name="city")
 
 
-def uai(kind: str, n: int, epsilon: float) -> Space:
-    """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``."""
+def uai(kind: str, n: int, epsilon: float, *, seed: int = SEED, source: str | Path | None = None) -> Space:
+    """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``; ``seed`` draws
+    the subset. ``source`` replaces the shared data: for 'text' an embedding file (``.npy`` with
+    its word list, or word2vec ``.bin``), for 'loc' a CSV with ``lat`` and ``lon`` columns (points
+    of interest, or the nodes of a road network)."""
     if kind == "text":
-        return build_space(clustered_embeddings(_need(words_file()), n, seed=SEED), epsilon=epsilon, eta=math.inf)
+        path = words_file() if source is None else Path(source)
+        return build_space(clustered_embeddings(_need(path), n, seed=seed), epsilon=epsilon, eta=math.inf)
     if kind == "loc":
         import pandas as pd
 
-        df = pd.read_csv(_need(data_dir() / "helsinki" / "helsinki_pois.csv")).drop_duplicates(subset=["lat", "lon"])
-        pick = np.sort(np.random.default_rng(SEED).choice(len(df), size=n, replace=False))
+        path = data_dir() / "helsinki" / "helsinki_pois.csv" if source is None else Path(source)
+        df = pd.read_csv(_need(path)).drop_duplicates(subset=["lat", "lon"])
+        pick = np.sort(np.random.default_rng(seed).choice(len(df), size=n, replace=False))
         lat, lon = df["lat"].to_numpy()[pick], df["lon"].to_numpy()[pick]
         lat0 = math.radians(float(lat.mean()))
         km = EARTH_RADIUS_KM * math.pi / 180.0
         xy = np.column_stack([(lon - lon.mean()) * km * math.cos(lat0), (lat - lat.mean()) * km])
-        return build_space(planar(xy), epsilon=epsilon, eta=math.inf)
+        return build_space(planar(xy, name=f"loc:{path.name}:{n}:seed{seed}", unit="km"), epsilon=epsilon, eta=math.inf)
     raise ValueError(f"unknown instance kind {kind!r}; expected 'text' or 'loc'")
 
 
