@@ -177,7 +177,10 @@ def order_factors(space: Space, constopt: Matched, expmech: Matched, q: float = 
     record.
     """
     C = space.cost
-    HC, HE = constopt.result.mechanism.matrix, expmech.result.mechanism.matrix
+    mc, me = constopt.result.mechanism, expmech.result.mechanism
+    if not (isinstance(mc, Mechanism) and isinstance(me, Mechanism)):
+        raise TypeError("the order's factors compare two mechanisms with exact matrices")
+    HC, HE = mc.matrix, me.matrix
     wc, lc = worst_case_loss(HC, C), quantile_loss(HC, C, q)
     we, le = worst_case_loss(HE, C), quantile_loss(HE, C, q)
     D = output_distances(space)
