@@ -34,9 +34,10 @@ from .family.spanner import spanner_mechanism
 from .lp.executors import EXECUTORS
 from .lp.highs import SOLVERS
 from .mechanism import SolveResult
-from .pmo.benders import INITIAL_CUTS, solve_benders
+from .pmo.benders import INITIAL_CUTS, BendersConfig, solve_benders
 from .pmo.model import OBJECTIVES
 from .pmo.monolithic import solve_monolithic
+from .pmo.outputs.config import OutputsConfig
 from .pmo.outputs.solve import OUTPUT_EXECUTORS, solve_outputs
 from .pmo.partition import PARTITIONERS
 from .progress import Progress
@@ -109,6 +110,14 @@ def _address(name: str, v: Any, space: Space) -> str | None:
     return v
 
 
+def _instance_of(cls: type) -> Check:
+    def check(name: str, v: Any, space: Space) -> Any:
+        if v is not None and not isinstance(v, cls):
+            raise TypeError(f"{name} must be a {cls.__name__}, got {type(v).__name__}")
+        return v
+    return check
+
+
 def _callable(name: str, v: Any, space: Space) -> Any:
     if v is not None and not callable(v):
         raise TypeError(f"{name} must be callable, got {type(v).__name__}")
@@ -143,13 +152,13 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            fixed={"objective": "worst"}),
     Method("outputs", solve_outputs,
            {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag, "workers": _workers,
-            "executor": _choice(*OUTPUT_EXECUTORS), "scheduler": _address},
+            "executor": _choice(*OUTPUT_EXECUTORS), "scheduler": _address, "config": _instance_of(OutputsConfig)},
            "decomposition over outputs (certdp): certified matrix and rigorous bound, fast"),
     Method("benders", solve_benders,
            {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag,
             "partition": _choice(*PARTITIONERS), "subsets": _subsets, "initial_cuts": _choice(*INITIAL_CUTS),
             "variant": _choice("paper", "improved"), "seed": _seed, "executor": _choice(*EXECUTORS), "workers": _count,
-            "scheduler": _address, "runner_factory": _callable},
+            "scheduler": _address, "runner_factory": _callable, "config": _instance_of(BendersConfig)},
            "Benders decomposition over a partition of the records (paper 000, section 3)"),
     Method("expmech", exponential_mechanism, {}, "exponential mechanism (paper 000 Eq. 47)",
            reports_progress=False),

@@ -132,3 +132,23 @@ def test_memory_order_of_the_columns_does_not_matter(mixed):
     assert a.iterations == b.iterations
     assert a.primal_objective == pytest.approx(b.primal_objective, rel=1e-12)
     np.testing.assert_allclose(a.y, b.y, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_the_normal_equations_built_block_by_block_are_the_whole_product(order):
+    """R diag(w)^2 R' from blocks of columns (here 3 at a time) is the whole product, in double
+    and in single precision, whatever R's memory order; products with R and R' are R's."""
+    from certdp.lp.dense import DenseColumns
+
+    rng = np.random.default_rng(1)
+    R = np.asarray(rng.uniform(0.0, 1.0, (7, 11)), order=order)
+    w = rng.uniform(0.1, 2.0, 11)
+    cols = DenseColumns(R)
+    cols.BLOCK = 3
+    want = (R * w ** 2) @ R.T
+    for single, tol in ((False, 1e-12), (True, 1e-5)):
+        M = cols.gram(w, single)
+        assert M.dtype == (np.float32 if single else np.float64)
+        assert np.allclose(np.triu(M), np.triu(want), rtol=tol, atol=tol)
+    v, y = rng.normal(size=11), rng.normal(size=7)
+    assert np.allclose(cols.mul(v), R @ v) and np.allclose(cols.tmul(y), R.T @ y)

@@ -18,20 +18,7 @@ import scipy.sparse as sp
 
 from ...lp.dense import solve_dense_lp
 from ...lp.highs import INF, HighsLP, solve_lp
-
-
-BLOCK_ROWS = 50
-"""Components of at least this many records get a dense solve of their own; the smaller ones
-are packed into solves of at most this many rows."""
-
-SPLIT_GAIN = 0.2
-"""The master is split by component only where that cuts the dense work (rows^2 per group) by
-at least this share."""
-
-
-SCREEN_SHARE = 0.1
-"""Columns that cannot enter at any dual in the box are left out of a solve once they are at
-least this share of the columns (:meth:`ColumnMaster._screen`)."""
+from .config import OutputsConfig
 
 
 class MasterSolution(NamedTuple):
@@ -59,9 +46,11 @@ class ColumnMaster:
     columns make it feasible), which certification turns into an exact one.
     """
 
-    def __init__(self, n: int, tolerance: float, comp: np.ndarray | None = None) -> None:
+    def __init__(self, n: int, tolerance: float, comp: np.ndarray | None = None,
+                 config: OutputsConfig | None = None) -> None:
         self.n = n
         self.tolerance = tolerance
+        self.config = config if config is not None else OutputsConfig()
         # the connected component of each row: every column lies on one component (module
         # docstring of .solve), so the LP splits into one LP per group of components
         self.comp = np.zeros(n, dtype=np.int64) if comp is None else np.asarray(comp, dtype=np.int64)
@@ -76,6 +65,7 @@ class ColumnMaster:
         self.delta = math.inf
         self.iterations = 0
         self.work = 0.0      # the last stabilised solve's dense work: rows^2 x columns x steps, summed over its parts
+        self.flops = 0.0     # every solve's dense work so far: (rows^2 x columns + rows^3 / 3) x steps
         self.fallbacks = 0   # solves handed to HiGHS because the dense IPM did not converge
         self.protected = 0   # the first columns are never deleted (they keep the LP feasible)
 
@@ -126,23 +116,24 @@ class ColumnMaster:
 
     def _groups(self) -> list[np.ndarray]:
         """The components in groups solved as one LP each: every component of at least
-        ``BLOCK_ROWS`` rows on its own, the smaller ones packed in order into groups of at most
+        ``config.block_rows`` rows on its own, the smaller ones packed in order into groups of at most
         that many rows (a dense solve has a fixed cost per iteration; its work grows as rows^2 x
-        columns). One group, the whole LP, unless the split cuts that work by ``SPLIT_GAIN``: a
+        columns). One group, the whole LP, unless the split cuts that work by ``config.split_gain``: a
         split changes the inexact master's duals, and with them the rounds (text-500, whose
         largest component has 493 of 500 records: 27 rounds whole, 31 split)."""
         sizes = np.bincount(self.comp)
-        groups = [np.array([c]) for c in np.flatnonzero(sizes >= BLOCK_ROWS)]
+        rows = self.config.block_rows
+        groups = [np.array([c]) for c in np.flatnonzero(sizes >= rows)]
         pack: list[int] = []
-        for c in np.flatnonzero((sizes > 0) & (sizes < BLOCK_ROWS)):
-            if pack and sizes[pack].sum() + sizes[c] > BLOCK_ROWS:
+        for c in np.flatnonzero((sizes > 0) & (sizes < rows)):
+            if pack and sizes[pack].sum() + sizes[c] > rows:
                 groups.append(np.array(pack))
                 pack = []
             pack.append(int(c))
         if pack:
             groups.append(np.array(pack))
         work = sum(float(sizes[g].sum()) ** 2 for g in groups)
-        return groups if work <= (1.0 - SPLIT_GAIN) * float(self.n) ** 2 else [np.unique(self.comp)]
+        return groups if work <= (1.0 - self.config.split_gain) * float(self.n) ** 2 else [np.unique(self.comp)]
 
     def _solve_blocks(self, slack_costs: tuple[np.ndarray, np.ndarray] | None, tol: float
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, float] | None:
@@ -173,6 +164,7 @@ class ColumnMaster:
                 sp_[rows], sm_[rows] = r.sp, r.sm
             iterations = max(iterations, r.iterations)
             work += float(rows.size) ** 2 * cols.size * max(1, r.iterations)
+            self.flops += (float(rows.size) ** 2 * cols.size + float(rows.size) ** 3 / 3) * max(1, r.iterations)
         if slack_costs is None:
             sp_, sm_ = np.zeros(0), np.zeros(0)
         return y, b, sp_, sm_, iterations, work
@@ -184,14 +176,14 @@ class ColumnMaster:
         0 in every optimal solution and its dual constraint never binds, and leaving it out changes
         neither the optimum nor the optimal duals. Text data's first rounds, where the start's
         tents cost more than the box lets any row pay, keep few of their N columns. All are
-        kept when fewer than ``SCREEN_SHARE`` of them go (a copy of R then costs more than it
+        kept when fewer than ``config.screen_share`` of them go (a copy of R then costs more than it
         saves)."""
         live = np.ones(self.n_cols, dtype=bool)
         if slack_costs is None or self.n_cols == 0:
             return live
         reach = self.R.T @ slack_costs[0]
         dead = self.cost > reach + 1e-9 * np.maximum(1.0, np.abs(reach))
-        if dead.sum() >= SCREEN_SHARE * self.n_cols:
+        if dead.sum() >= self.config.screen_share * self.n_cols:
             live[dead] = False
         return live
 
