@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,11 +108,25 @@ def command() -> str:
         return f"python {script.name} {' '.join(sys.argv[1:])}".rstrip()
 
 
+def commit() -> str:
+    """The commit of the checkout that ran (``+dirty`` when files differ from it), or 'unknown'."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                 notes: Sequence[str] = (), raw: Any = None, args: argparse.Namespace | None = None) -> Path:
     """Print a markdown table and write it (plus raw JSON) as NAME.md / NAME.json (see the
     module docstring for where)."""
-    lines = [f"# {title}", "", f"Command: `{command()}`", f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
+    lines = [f"# {title}", "", f"Command: `{command()}`", f"Commit: {commit()}",
+             f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---" for _ in columns) + "|")
     for r in rows:
