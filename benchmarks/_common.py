@@ -121,11 +121,15 @@ def commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
+#: the commit the run started from (files may change while a long run goes on)
+STARTED_AT = commit()
+
+
 def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                 notes: Sequence[str] = (), raw: Any = None, args: argparse.Namespace | None = None) -> Path:
     """Print a markdown table and write it (plus raw JSON) as NAME.md / NAME.json (see the
     module docstring for where)."""
-    lines = [f"# {title}", "", f"Command: `{command()}`", f"Commit: {commit()}",
+    lines = [f"# {title}", "", f"Command: `{command()}`", f"Commit: {STARTED_AT}",
              f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---" for _ in columns) + "|")

@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--cap", type=float, default=600.0, help="seconds per solve")
     ap.add_argument("--method", choices=["outputs", "lp"], default="outputs")
+    ap.add_argument("--kn", action="store_true", help="every record is an output (K = N) instead of K = 100")
     ap.add_argument("--name", default="loss_vs_expmech")
     a = output_args(ap).parse_args()
     rows: list[list[Any]] = []
@@ -50,7 +51,8 @@ def main() -> None:
     with Steps("loss vs ExpMech", len(a.kinds) * a.seeds * len(a.budgets)) as steps:
         for kind in a.kinds:
             red: dict[float, list[float]] = {e: [] for e in a.budgets}
-            for name, sp0 in instances.available([f"{kind}-500-paper-s{s}" for s in range(1, a.seeds + 1)]):
+            stem = f"{kind}-500-paper" + ("-KN" if a.kn else "")
+            for name, sp0 in instances.available([f"{stem}-s{s}" for s in range(1, a.seeds + 1)]):
                 for e in a.budgets:
                     sp = sp0.with_epsilon(2.0 * e / sp0.eta)
                     exp = solve(sp, "expmech").upper_bound
@@ -64,7 +66,7 @@ def main() -> None:
             if not any(red.values()):
                 continue
             per_inst = np.mean([red[e] for e in a.budgets], axis=0)
-            rows.append([f"{kind}-500-paper", len(per_inst)] + [_ci(red[e]) for e in a.budgets]
+            rows.append([stem, len(per_inst)] + [_ci(red[e]) for e in a.budgets]
                         + [_ci(list(per_inst)), PAPER_REDUCTION[kind]])
             write_table(a.name, "Paper 000 Figure 7: how much lower the optimal mechanism's loss is than ExpMech's (%)",
                         ["instances", "instances drawn"] + [f"budget {e:g}" for e in a.budgets]
