@@ -98,6 +98,28 @@ def target(name: str, suffix: str, args: argparse.Namespace | None = None) -> Pa
     return p
 
 
+def _git_commit() -> str:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude,glob)benchmarks/*/results/**"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + (" with uncommitted changes" if dirty else "")
+
+
+_COMMIT = _git_commit()
+
+
+def commit() -> str:
+    """The commit the run's code was at when it started, marked when files tracked by git
+    differed from it."""
+    return _COMMIT
+
+
 def command() -> str:
     script = _script()
     root = Path(__file__).resolve().parents[1]
@@ -108,28 +130,11 @@ def command() -> str:
         return f"python {script.name} {' '.join(sys.argv[1:])}".rstrip()
 
 
-def commit() -> str:
-    """The commit of the checkout that ran (``+dirty`` when files differ from it), or 'unknown'."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
-
-
-#: the commit the run started from (files may change while a long run goes on)
-STARTED_AT = commit()
-
-
 def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                 notes: Sequence[str] = (), raw: Any = None, args: argparse.Namespace | None = None) -> Path:
-    """Print a markdown table and write it (plus raw JSON) as NAME.md / NAME.json (see the
-    module docstring for where)."""
-    lines = [f"# {title}", "", f"Command: `{command()}`", f"Commit: {STARTED_AT}",
+    """Print a markdown table and write it (plus the raw results as JSON, with the command and
+    the commit) as NAME.md / NAME.json (see the module docstring for where)."""
+    lines = [f"# {title}", "", f"Command: `{command()}`", f"Commit: {commit()}",
              f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---" for _ in columns) + "|")
@@ -143,5 +148,6 @@ def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Se
     path = target(name, ".md", args)
     path.write_text(text)
     if raw is not None:
-        target(name, ".json", args).write_text(json.dumps(raw, indent=1, default=str))
+        record = {"command": command(), "commit": commit(), "results": raw}
+        target(name, ".json", args).write_text(json.dumps(record, indent=1, default=str))
     return path

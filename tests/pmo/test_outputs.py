@@ -255,7 +255,7 @@ def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
     assert sorted(calls[:3]) == sorted([(5, 6), (4, 6), (3, 18)])
     # a group whose columns were all pruned is covered by its slack, at the box's price
     keep = m.col_comp != 1
-    m.R, m.cost, m.owner, m.idle, m.col_comp = m.R[:, keep], m.cost[keep], m.owner[keep], m.idle[keep], m.col_comp[keep]
+    m.keep(keep)
     sol = m.solve(box=True, tol=1e-10)
     on = comp == 1
     assert np.allclose(sol.duals[on], (m.delta + m.center)[on]) and np.allclose(m.R[on] @ sol.weights, 0.0)
@@ -414,9 +414,9 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
             self.args, self.columns = args, []
             made.append(self)
 
-        def add(self, R, owner, g):
-            self.columns.append((R, owner, g))
-            super().add(R, owner, g)
+        def attach(self, slots, owner, g):
+            self.columns.append((self.store.gather(slots), np.asarray(owner), np.asarray(g)))
+            super().attach(slots, owner, g)
 
     monkeypatch.setattr(po, "FilledMaster", Recording)
     space = _word_like_space()

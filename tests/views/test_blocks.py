@@ -12,8 +12,6 @@ from certdp.views.blocks import aggregation_error, cut_scores
 from .tensors import brute_ae
 
 
-
-
 @given(st.integers(0, 10_000))
 @settings(max_examples=120, deadline=None)
 def test_cut_scores_match_brute_force(seed):

@@ -10,8 +10,6 @@ from certdp.views.build import build_view
 from .tensors import random_tensor
 
 
-
-
 def test_build_view_refuses_unknown_parameter():
     t = random_tensor(np.random.default_rng(0))
     with pytest.raises(ValueError, match="does not take"):

@@ -8,8 +8,6 @@ from scipy.stats import chisquare
 from certdp.views import PrivacyBudget, exponential_choice
 
 
-
-
 def test_opendp_exponential_choice_frequencies():
     """The secure path (OpenDP Gumbel noisy max) samples the exponential mechanism."""
     b = PrivacyBudget(1e9)

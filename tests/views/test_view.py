@@ -14,8 +14,6 @@ from certdp.views.view import BlockView, Workload, answer_boxes, true_answers
 from .tensors import dense_array, random_tensor
 
 
-
-
 def test_view_answers_match_dense_sums():
     """With exact leaf sums, a query that is a union of whole leaves is answered exactly, and
     any query equals the uniform spread computed cell by cell."""

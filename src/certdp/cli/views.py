@@ -14,7 +14,8 @@ from rich.table import Table
 
 from .. import _validate as V
 from .._io import load_json, write_json
-from .common import (BadInput, Live, PathArg, check_output_path, err, fmt, friendly_errors, main, out, print_table,
+from .._optional import require
+from .common import (BadInput, Live, OutputPath, PathArg, err, fmt, friendly_errors, main, out, print_table,
                      resolve_seed, table_format)
 
 
@@ -37,6 +38,8 @@ def _load_frame(table: str, domains_file: str | None, names: str | None, preset:
         doms.update(adult.domains(names_file))
         frame = adult.read(table)
     else:
+        if Path(table).suffix in (".parquet", ".pq"):     # pandas reads Parquet through an optional engine
+            require(("pyarrow", "fastparquet"), "parquet", f"reading the Parquet table {table}")
         frame = read_table(table, col_names)
     if domains_file:
         try:
@@ -140,7 +143,7 @@ def _with_table_options(f):
                    "refused when the table's releases would spend more than its total budget")
 @click.option("--total-budget", type=float, default=None,
               help="total epsilon of every release about this table (with --ledger; fixed by the first release)")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), required=True,
+@click.option("--out", "out_path", type=OutputPath(".json"), required=True,
               help="view file (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
@@ -168,7 +171,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
         if accept_data_leak and ledger_file is not None:
             raise ValueError("--accept-data-leak releases the domains outside any budget; it cannot be used with "
                              "--ledger (declare the domains with --domains)")
-        target = check_output_path(out_path, ".json")
+        target = out_path
         cols = _columns(columns)
         frame, doms = _load_frame(table, domains_file, names, preset)
         doms = {c: d for c, d in doms.items() if c in cols}
@@ -268,7 +271,7 @@ def view_ledger(ledger_file, as_json) -> None:
 @click.option("--query-columns", type=int, default=2, show_default=True, help="columns each query restricts")
 @click.option("--reps", type=int, default=10, show_default=True, help="repetitions per method")
 @click.option("--seed", type=int, default=None, help="seed for workload and noise (default: drawn and recorded)")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=OutputPath(".json"), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True)
@@ -287,7 +290,7 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
         V.int_in_range("--queries", queries, 1)
         V.int_in_range("--query-columns", query_columns, 1)
         seed = resolve_seed(seed)
-        target = check_output_path(out_path, ".json")
+        target = out_path
         tensor = _load_tensor(table, columns, domains_file, names, preset, accept_data_leak, overflow)
         with Live(f"comparing {', '.join(names_)}", quiet=quiet) as live:
             rows, _, skipped_by = compare_views(tensor, names_, epsilon, queries, query_columns, reps, seed,

@@ -52,8 +52,6 @@ SEED = 1
 GRID_SHAPES = {100: (10, 10), 250: (10, 25), 500: (20, 25), 1000: (25, 40), 2000: (40, 50)}
 #: (eta, epsilon) of the ``-paper`` instances (see the module docstring)
 PAPER_SETTINGS = {"grid": (2.0, 10.0), "road": (0.1, 200.0), "text": (1.07, 20 / 1.07), "gauss": (0.47, 20 / 0.47)}
-PAPER000 = ["grid-500", "grid-500-paper", "road-500-paper", "text-500-paper", "gauss-500-paper", "grid-500-KN", "road-500", "road-500-KN", "road-1000", "text-500",
-            "text-500-KN", "text-1000", "gauss-500", "gauss-500-KN", "gauss-1000"]
 
 
 def data_dir() -> Path:
@@ -326,20 +324,25 @@ def growing(network: str, n: int, box: int = 0, k: int = 100) -> Space:
     return _calibrated(ds, eta=eta, cost="travel", k=k)
 
 
-def uai(kind: str, n: int, epsilon: float) -> Space:
-    """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``."""
+def uai(kind: str, n: int, epsilon: float, *, seed: int = SEED, source: str | Path | None = None) -> Space:
+    """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``; ``seed`` draws
+    the subset. ``source`` replaces the shared data: for 'text' an embedding file (``.npy`` with
+    its word list, or word2vec ``.bin``), for 'loc' a CSV with ``lat`` and ``lon`` columns (points
+    of interest, or the nodes of a road network)."""
     if kind == "text":
-        return build_space(clustered_embeddings(_need(words_file()), n, seed=SEED), epsilon=epsilon, eta=math.inf)
+        path = words_file() if source is None else Path(source)
+        return build_space(clustered_embeddings(_need(path), n, seed=seed), epsilon=epsilon, eta=math.inf)
     if kind == "loc":
         import pandas as pd
 
-        df = pd.read_csv(_need(data_dir() / "helsinki" / "helsinki_pois.csv")).drop_duplicates(subset=["lat", "lon"])
-        pick = np.sort(np.random.default_rng(SEED).choice(len(df), size=n, replace=False))
+        path = data_dir() / "helsinki" / "helsinki_pois.csv" if source is None else Path(source)
+        df = pd.read_csv(_need(path)).drop_duplicates(subset=["lat", "lon"])
+        pick = np.sort(np.random.default_rng(seed).choice(len(df), size=n, replace=False))
         lat, lon = df["lat"].to_numpy()[pick], df["lon"].to_numpy()[pick]
         lat0 = math.radians(float(lat.mean()))
         km = EARTH_RADIUS_KM * math.pi / 180.0
         xy = np.column_stack([(lon - lon.mean()) * km * math.cos(lat0), (lat - lat.mean()) * km])
-        return build_space(planar(xy), epsilon=epsilon, eta=math.inf)
+        return build_space(planar(xy, name=f"loc:{path.name}:{n}:seed{seed}", unit="km"), epsilon=epsilon, eta=math.inf)
     raise ValueError(f"unknown instance kind {kind!r}; expected 'text' or 'loc'")
 
 

@@ -83,7 +83,7 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
     g = as_generator(rng)
     work = Workload.random(tensor.shape, queries, qcols, g)
     truth = true_answers(tensor, work)
-    rows = []
+    rows: list[CompareRow] = []
     total = len(names) * reps
     for m in names:
         errs, blocks, secs, spent = [], [], [], []

@@ -18,6 +18,7 @@ not a vertex. Callers that need exact feasibility must repair it (the PMO caller
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,36 +52,141 @@ class DenseLPResult:
 _THREADED_FLOPS = 1e9    # rank-k product size above which BLAS runs on every core
 
 
+class ColumnStore:
+    """Dense columns of length m kept once for every LP that uses them, with a count of users.
+
+    The columns live in chunks of :data:`CHUNK` columns (Fortran-ordered m x CHUNK arrays), so
+    that adding columns never copies the ones already there, and a slot whose count falls to 0
+    is reused by the next column put in. Several LPs over overlapping sets of columns (a
+    column-generation master and its restricted variants) then hold one copy of each column
+    and a list of slots (:class:`DenseColumns` reads them in place), instead of one m x n
+    array each, which every added or deleted column would copy."""
+
+    CHUNK = 1024
+
+    def __init__(self, m: int) -> None:
+        self.m = int(m)
+        self.chunks: list[np.ndarray] = []
+        self.refs = np.zeros(0, dtype=np.int64)
+
+    @property
+    def capacity(self) -> int:
+        """Slots allocated (used or free)."""
+        return int(self.refs.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the chunks."""
+        return sum(c.nbytes for c in self.chunks)
+
+    def put(self, R: np.ndarray) -> np.ndarray:
+        """Store the columns of ``R`` (m x k) in free slots and return the slots (each with a
+        count of 0 until a user :meth:`take` s it)."""
+        R = np.asarray(R, dtype=np.float64)
+        if R.ndim != 2 or R.shape[0] != self.m:
+            raise ValueError(f"columns must have {self.m} rows, got shape {R.shape}")
+        k = R.shape[1]
+        free = np.flatnonzero(self.refs == 0)
+        while free.size < k:
+            self.chunks.append(np.zeros((self.m, self.CHUNK), order="F"))
+            self.refs = np.concatenate([self.refs, np.zeros(self.CHUNK, dtype=np.int64)])
+            free = np.flatnonzero(self.refs == 0)
+        slots = free[:k]
+        self.refs[slots] = -1        # reserved until taken: a second put must not hand them out
+        for c, at, cols in self._by_chunk(slots):
+            self.chunks[c][:, at] = R[:, cols]
+        return slots
+
+    def take(self, slots: np.ndarray) -> None:
+        """Count one more user of each column at ``slots``."""
+        slots = np.asarray(slots, dtype=np.int64)
+        np.maximum.at(self.refs, slots, 0)
+        np.add.at(self.refs, slots, 1)
+
+    def release(self, slots: np.ndarray) -> None:
+        """Count one user less of each column at ``slots``; a column no one uses frees its slot."""
+        slots = np.asarray(slots, dtype=np.int64)
+        np.add.at(self.refs, slots, -1)
+        if np.any(self.refs[slots] < 0):
+            raise ValueError("a column released more often than taken")
+
+    def _by_chunk(self, slots: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """``(chunk, columns in the chunk, positions in slots)`` for each chunk the slots touch."""
+        chunk = slots // self.CHUNK
+        for c in np.unique(chunk):
+            pos = np.flatnonzero(chunk == c)
+            yield int(c), slots[pos] - c * self.CHUNK, pos
+
+    def gather(self, slots: np.ndarray, rows: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """The columns at ``slots`` (the ``rows`` of them, or all) as one Fortran-ordered array."""
+        slots = np.asarray(slots, dtype=np.int64)
+        m = self.m if rows is None else len(rows)
+        out = np.empty((m, slots.size), order="F") if out is None else out
+        for c, at, pos in self._by_chunk(slots):
+            block = self.chunks[c]
+            out[:, pos] = block[:, at] if rows is None else block[np.ix_(rows, at)]
+        return out
+
+
 class DenseColumns:
-    """The m x n matrix ``R`` of an LP, read where it is: products by BLAS on ``R`` itself (or
-    on its transpose when it is C-ordered; scipy would copy anything else on every call), and
-    the normal equations built from blocks of :data:`BLOCK` columns at a time, so that a solve
-    holds no second m x n array (a scaled copy, or a single-precision one)."""
+    """The m x n matrix ``R`` of an LP, read where it is: either one array (products by BLAS on
+    ``R`` itself, or on its transpose when it is C-ordered; scipy would copy anything else on
+    every call), or the columns at ``slots`` of a :class:`ColumnStore`, restricted to ``rows``
+    (read :data:`BLOCK` columns at a time). The normal equations are built from blocks of
+    :data:`BLOCK` columns, so that a solve holds no second m x n array (a scaled copy, a
+    single-precision one, or the gathered columns)."""
 
     BLOCK = 2048
     """Columns scaled and multiplied per rank-k update of the normal equations (an m x BLOCK
     temporary); a matrix of at most this many columns is done in one product."""
 
-    def __init__(self, R: np.ndarray) -> None:
-        self.R = np.asarray(R, dtype=np.float64)
-        self.shape = self.R.shape
-        # BLAS wants Fortran order: use R itself when it is Fortran-ordered, else its transpose
-        self.G, self.t = (self.R, 0) if self.R.flags.f_contiguous else (np.ascontiguousarray(self.R).T, 1)
+    def __init__(self, R: np.ndarray | None = None, *, store: ColumnStore | None = None,
+                 slots: np.ndarray | None = None, rows: np.ndarray | None = None) -> None:
+        self.store = store
+        if store is None:
+            self.R = np.asarray(R, dtype=np.float64)
+            self.shape = self.R.shape
+            # BLAS wants Fortran order: use R itself when it is Fortran-ordered, else its transpose
+            self.G, self.t = (self.R, 0) if self.R.flags.f_contiguous else (np.ascontiguousarray(self.R).T, 1)
+        else:
+            self.slots = np.asarray(slots, dtype=np.int64)
+            self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
+            self.shape = (store.m if rows is None else len(rows), self.slots.size)
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(start, block)`` over the columns, ``block`` an m x BLOCK (at most) array."""
+        n = self.shape[1]
+        for start in range(0, n, self.BLOCK):
+            if self.store is None:
+                yield start, self.R[:, start:start + self.BLOCK]
+            else:
+                yield start, self.store.gather(self.slots[start:start + self.BLOCK], self.rows)
 
     def mul(self, v: np.ndarray) -> np.ndarray:
         """R v."""
-        return sl.blas.dgemv(1.0, self.G, v, trans=self.t)
+        if self.store is None:
+            return sl.blas.dgemv(1.0, self.G, v, trans=self.t)
+        out = np.zeros(self.shape[0])
+        for start, B in self.blocks():
+            out += B @ v[start:start + B.shape[1]]
+        return out
 
     def tmul(self, y: np.ndarray) -> np.ndarray:
         """R' y."""
-        return sl.blas.dgemv(1.0, self.G, y, trans=1 - self.t)
+        if self.store is None:
+            return sl.blas.dgemv(1.0, self.G, y, trans=1 - self.t)
+        out = np.empty(self.shape[1])
+        for start, B in self.blocks():
+            out[start:start + B.shape[1]] = B.T @ y
+        return out
 
     def finite(self) -> bool:
-        return bool(np.isfinite(self.R).all())
+        """Whether every entry is finite."""
+        return all(bool(np.isfinite(B).all()) for _, B in self.blocks())
 
     def largest(self) -> float:
         """The largest absolute entry (max and min rather than abs: no m x n temporary)."""
-        return max(float(self.R.max()), -float(self.R.min())) if self.R.size else 0.0
+        return max((max(float(B.max()), -float(B.min())) for _, B in self.blocks() if B.size), default=0.0)
 
     def gram(self, w: np.ndarray, single: bool) -> np.ndarray:
         """The upper triangle of ``R diag(w)^2 R'`` (float32 when ``single``), one BLAS syrk per
@@ -89,9 +195,9 @@ class DenseColumns:
         dtype = np.float32 if single else np.float64
         syrk = sl.blas.ssyrk if single else sl.blas.dsyrk
         M: np.ndarray | None = None
-        for start in range(0, n, self.BLOCK):
-            S = self.R[:, start:start + self.BLOCK].astype(dtype)   # keeps R's order
-            S *= w[start:start + self.BLOCK].astype(dtype)[None, :]
+        for start, B in self.blocks():
+            S = B.astype(dtype, copy=self.store is None or single)   # keeps B's order
+            np.multiply(S, w[start:start + B.shape[1]].astype(dtype)[None, :], out=S)
             more = {} if M is None else {"beta": 1.0, "c": M, "overwrite_c": True}
             # S S' from S or from its transpose, whichever is Fortran-ordered
             M = syrk(1.0, S, trans=0, lower=0, **more) if S.flags.f_contiguous else \
@@ -104,8 +210,8 @@ class _NormalEquations:
     [R, I, -I] with the slack pair): factored once, solved twice (predictor and corrector).
 
     Nearly all of an iteration is the rank-k product that forms M (m^2 n flops) and its
-    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision (at m = 5,000,
-    n = 8,000 on the reference machine: 0.66 s and 0.19 s against 1.85 s and 0.37 s), and each
+    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision
+    (docs/decisions.md#the-dense-ipm-forms-its-normal-equations-in-single-precision), and each
     solve is refined to double precision by conjugate gradients on the exact (double) operator
     ``v -> A (d * A'v)``, the single factor as preconditioner: while the factor's error is
     small against 1 (condition of M below ~1e6), a few iterations reach a residual of
@@ -211,11 +317,12 @@ class _NormalEquations:
         return sl.cho_solve(self.F, r, check_finite=False)
 
 
-def solve_dense_lp(R: np.ndarray, g: np.ndarray, rhs: np.ndarray,
+def solve_dense_lp(R: np.ndarray | DenseColumns, g: np.ndarray, rhs: np.ndarray,
                    slack_costs: tuple[np.ndarray, np.ndarray] | None = None, *,
                    tol: float = 1e-8, max_iter: int = 200, blas_threads: int | None = None,
                    mixed: bool | None = None) -> DenseLPResult:
-    """Solve the LP above (``slack_costs = (cp, cm)`` adds the slack pair).
+    """Solve the LP above (``slack_costs = (cp, cm)`` adds the slack pair); ``R`` an array or
+    :class:`DenseColumns` (columns read from a :class:`ColumnStore`).
 
     ``blas_threads`` caps the BLAS threads during the solve. None chooses by size: nearly all
     the time goes to one symmetric rank-k product (m^2 n flops) and one Cholesky factor per
@@ -230,7 +337,7 @@ def solve_dense_lp(R: np.ndarray, g: np.ndarray, rhs: np.ndarray,
     """
     large = float(R.shape[0]) ** 2 * R.shape[1] >= _THREADED_FLOPS
     mixed = large if mixed is None else mixed
-    R = DenseColumns(R)
+    R = R if isinstance(R, DenseColumns) else DenseColumns(R)
     if blas_threads is None and large:
         return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed)
     with threadpool_limits(limits=int(blas_threads or 1), user_api="blas"):
@@ -245,8 +352,8 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
     if g.shape != (n,) or rhs.shape != (m,):
         raise ValueError(f"shapes: R {R.shape}, g {g.shape}, rhs {rhs.shape}")
     box = slack_costs is not None
-    cp, cm = (np.asarray(slack_costs[0], dtype=np.float64), np.asarray(slack_costs[1], dtype=np.float64)) \
-        if box else (np.zeros(0), np.zeros(0))
+    cp, cm = (np.zeros(0), np.zeros(0)) if slack_costs is None else \
+        (np.asarray(slack_costs[0], dtype=np.float64), np.asarray(slack_costs[1], dtype=np.float64))
     if box and (cp.shape != (m,) or cm.shape != (m,)):
         raise ValueError("slack costs must have one entry per row")
     if not (R.finite() and np.isfinite(g).all() and np.isfinite(rhs).all()
@@ -257,8 +364,8 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
 
     # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one): when both run
     # threads, each one's idle threads spin between its calls and take the cores from the other
-    # (two threads were then 1.5-2x slower than one at N = 1,000; through one library, 1.3-1.5x
-    # faster); R's products and normal equations are BLAS calls on R in place (DenseColumns)
+    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library); R's products and
+    # normal equations are BLAS calls on R in place (DenseColumns)
 
     def A_mul(v: np.ndarray) -> np.ndarray:        # A v for v over [b, sp, sm]
         out = R.mul(v[:n])
@@ -315,7 +422,7 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
             ds = rd - At_mul(dy)
             return rc / s - d * ds, dy, ds
 
-        dxa, dya, dsa = direction(-x * s)
+        dxa, _, dsa = direction(-x * s)
         ap, ad = longest(x, dxa), longest(s, dsa)
         mu_aff = float((x + ap * dxa) @ (s + ad * dsa)) / n_all
         sigma = (mu_aff / mu) ** 3
@@ -325,6 +432,7 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
         y = y + ad * dy
         s = s + ad * ds
         xs = float(x @ s)
+    assert best is not None   # set in the first iteration
     err, x, y, _ = best
     if status != "optimal" and err < 100 * tol:
         status = "inaccurate"

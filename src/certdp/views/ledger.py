@@ -141,12 +141,12 @@ def table_digest(data: pd.DataFrame | CountTensor) -> str:
     names = [str(c) for c in data.columns]
     if len(set(names)) != len(names):
         raise ValueError("the table has two columns of one name; its rows cannot be identified")
-    order = sorted(range(len(names)), key=lambda j: names[j])
-    cols = [_value_hashes(data.iloc[:, j], names[j]) for j in order]
+    columns = sorted(range(len(names)), key=lambda j: names[j])
+    cols = [_value_hashes(data.iloc[:, j], names[j]) for j in columns]
     rows = np.ascontiguousarray(np.hstack(cols) if cols else np.zeros((len(data), 0), dtype="<u8"), dtype="<u8")
     if rows.shape[1]:                                   # sorted as byte strings: a canonical order, fast
         rows = np.sort(rows.view(np.dtype((np.void, rows.shape[1] * 8))).ravel())
-    head = canonical_json({"kind": _TABLE_DIGEST, "columns": [names[j] for j in order], "rows": len(data)})
+    head = canonical_json({"kind": _TABLE_DIGEST, "columns": [names[j] for j in columns], "rows": len(data)})
     return "sha256:" + hashlib.sha256(head + b"\n" + rows.tobytes()).hexdigest()
 
 

@@ -80,7 +80,9 @@ class Workload:
         if isinstance(queries, str) or not isinstance(queries, Sequence):
             raise TypeError(f"queries must be a list of query strings, got {type(queries).__name__} {queries!r}"[:300])
         names = [d.name for d in domains]
-        los, his, owners = [], [], []
+        los: list[Any] = []
+        his: list[Any] = []
+        owners: list[Any] = []
         for qi, text in enumerate(queries):
             if not isinstance(text, str):
                 raise TypeError(f"a query must be a string like 'age=20..30', got {type(text).__name__} {text!r}"[:300])

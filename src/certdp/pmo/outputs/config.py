@@ -5,6 +5,16 @@ the measurement that set it. ``solve(space, "outputs", config=OutputsConfig(...)
 them for one run; the defaults are the engine's. The sensitivity of each value (halved and
 doubled on three networks at two sizes, time to a 1% certified gap) is measured by
 ``benchmarks/paper000/sensitivity.py``; docs/pmo.md has the table.
+
+Measured so far (``results/sensitivity_500.md``: Helsinki, Gold Coast and Sydney at 500
+records, each value halved and doubled): only ``box`` moves the rounds on road networks (9-24
+rounds against the defaults' 11-16, in opposite directions on different networks: no other
+value suits all three), and ``upper_every`` doubled saves 4-15% of the CPU seconds in the same
+rounds (fewer upper steps); ``master_tolerance``, ``columns``, ``free_columns``,
+``elastic_width``, ``block_rows`` and ``working_set_batch`` stay within a round and the
+defaults' spread there. They are kept: road data at 500 records is one size of one kind, and
+``master_tolerance``, ``columns`` and ``elastic_width`` were set on grid and Gaussian data,
+where they moved the rounds. The sizes are already rules of the instance (units of N).
 """
 
 from __future__ import annotations

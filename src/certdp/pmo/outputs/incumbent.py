@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...certify import certify
+from ...lp.dense import ColumnStore
 from ...space import Space
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
 from .config import OutputsConfig
@@ -42,16 +43,19 @@ class Backoff:
         self.wait = self.skip = 0
 
     def ready(self) -> bool:
+        """Whether to try now (a chance passes either way)."""
         if self.skip > 0:
             self.skip -= 1
             return False
         return True
 
     def failed(self) -> None:
+        """A try failed: wait twice as many chances as the last time."""
         self.wait = max(1, 2 * self.wait)
         self.skip = self.wait
 
     def succeeded(self) -> None:
+        """A try succeeded: try again at the next chance."""
         self.wait = 0
 
 
@@ -60,17 +64,18 @@ class Incumbent:
 
     ``C`` is the weighted cost in units of its largest entry (the engine's units), ``A`` the
     cone rows, ``edges``/``dist`` the kept mDP pairs, ``n_comp``/``comp`` the connected
-    components. Columns reach it through :meth:`add` as they are priced."""
+    components, ``store`` the run's columns. Columns reach it through :meth:`attach` as they
+    are priced."""
 
     def __init__(self, space: Space, C: np.ndarray, A: sp.csr_matrix, edges: np.ndarray, dist: np.ndarray,
-                 comp: np.ndarray, n_comp: int, tolerance: float, config: OutputsConfig) -> None:
+                 comp: np.ndarray, n_comp: int, tolerance: float, config: OutputsConfig, store: ColumnStore) -> None:
         self.space, self.C, self.A, self.edges, self.dist = space, C, A, edges, dist
         self.eps = space.epsilon
         self.K = C.shape[1]
         self.n_comp = n_comp
         self.config = config
         self.tolerance = tolerance
-        self.free = ColumnMaster(space.n_records, tolerance, comp, config)   # solved without the box: mechanisms
+        self.free = ColumnMaster(space.n_records, tolerance, comp, config, store)   # without the box: mechanisms
         self.filled: FilledMaster | None = None    # the free master with an mDP fill, once needed
         self.leaning = 0                           # upper steps in a row whose cover leaned on the all-ones
         self.fill_output = int(np.argmin(C.sum(axis=0)))    # the best constant mechanism's output
@@ -83,10 +88,11 @@ class Incumbent:
         self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
                        "repaired_failed": 0, "filled_tried": 0, "filled_best": 0, "filled_given_up": 0}
 
-    def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
-        self.free.add(R, owner, g)
+    def attach(self, slots: np.ndarray, owner: np.ndarray, g: np.ndarray, col_comp: np.ndarray) -> None:
+        """New columns, already in the store at ``slots``."""
+        self.free.attach(slots, owner, g, col_comp)
         if self.filled is not None:
-            self.filled.add(R, owner, g)
+            self.filled.attach(slots, owner, g)
 
     def protect_start(self) -> None:
         """Never delete the columns added so far (the all-ones columns keep the free master
@@ -99,11 +105,12 @@ class Incumbent:
         is the new best."""
         t0 = time.perf_counter()
         if rebalance:
-            Z = rebalance_rows(mdp_envelope(Z, self.eps, self.edges, self.dist), self.C, self.eps, self.edges,
-                               self.dist, cutoff=self.ub)
-            if Z is None:   # its LP's value already reached the best upper bound
+            mixed = rebalance_rows(mdp_envelope(Z, self.eps, self.edges, self.dist), self.C, self.eps, self.edges,
+                                   self.dist, cutoff=self.ub)
+            if mixed is None:   # its LP's value already reached the best upper bound
                 self.seconds["cert"] += time.perf_counter() - t0
                 return False
+            Z = mixed
         Zc, _ = certify(Z, self.eps, *self.space.neighbor_pairs)
         self.seconds["cert"] += time.perf_counter() - t0
         val = float(np.sum(self.C * Zc))
@@ -128,8 +135,8 @@ class Incumbent:
         e = self.free.solve(elastic=(lam, self.config.elastic_width * delta), tol=self.config.exact_tolerance)
         self.seconds["free"] += e.seconds
         t0 = time.perf_counter()
-        Z = mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist)
-        Z = repair_rows(Z, self.C, self.eps, self.edges, self.dist)
+        Z = repair_rows(mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist), self.C,
+                        self.eps, self.edges, self.dist)
         self.seconds["cert"] += time.perf_counter() - t0
         self.counts["repaired_tried"] += 1
         if Z is None:
@@ -148,8 +155,8 @@ class Incumbent:
         if self.filled is None:
             k0 = self.fill_output
             self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance,
-                                       max_iterations=int(self.config.fill_iterations * n))
-            self.filled.add(self.free.R, self.free.owner, self.free.cost)
+                                       max_iterations=int(self.config.fill_iterations * n), store=self.free.store)
+            self.filled.attach(self.free.slots, self.free.owner, self.free.cost)
         Z = self.filled.solve()
         self.seconds["free"] += time.perf_counter() - t0
         self.counts["filled_tried"] += 1
@@ -167,7 +174,7 @@ class Incumbent:
         cfg = self.config
         out = self.solve_elastic(lam, delta) if self.repair.ready() else None
         lam_f, b_f = out if out is not None else self.solve_free()
-        ones = self.free.R[:, :self.n_comp] @ b_f[:self.n_comp]   # the first columns: all-ones, never pruned
+        ones = self.free.columns(cols=slice(0, self.n_comp)).mul(b_f[:self.n_comp])   # all-ones, never pruned
         self.leaning = self.leaning + 1 if float(ones.mean()) >= cfg.fill_when else 0
         if (self.leaning >= cfg.fill_after and not self.counts["filled_given_up"]
                 and self.constant <= (1.0 + cfg.fill_near) * lower):

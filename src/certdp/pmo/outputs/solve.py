@@ -54,13 +54,14 @@ from typing import Any
 try:
     import resource
 except ImportError:   # not on Windows: the rounds then record no peak memory
-    resource = None  # type: ignore[assignment]
+    resource = None
 
 import numpy as np
 
 from ...graph import MDPGraph
-from ...lp.executors import start_worker_server
-from ...lp.outcome import relative_gap, round_message
+from ...lp.dense import ColumnStore
+from ...lp.executors import EXECUTORS, start_worker_server
+from ...lp.outcome import Status, relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
@@ -68,9 +69,7 @@ from ..model import MAX_LOG_RATIO
 from .config import OutputsConfig
 from .incumbent import Incumbent
 from .master import ColumnMaster, new_columns
-from .pricing import EXECUTORS, Pricer, cone_rows, make_pricer
-
-OUTPUT_EXECUTORS = EXECUTORS
+from .pricing import Pricer, cone_rows, make_pricer
 
 
 def default_workers() -> int:
@@ -122,10 +121,13 @@ class PricingLoop:
         spread = self.C.max(axis=1) - self.C.min(axis=1)
         self.delta = config.box * np.maximum(spread, config.box_floor * (float(spread.max()) or 1.0))
         self.n_comp, self.comp = graph.components
-        self.master = ColumnMaster(N, tolerance, self.comp, config)   # solved with the box: the (stabilised) duals
+        # every master's columns live once, in one store: the stabilised and the free master
+        # share most of theirs
+        self.store = ColumnStore(N)
+        self.master = ColumnMaster(N, tolerance, self.comp, config, self.store)   # with the box: the duals
         self.master.set_box(center, self.delta)
         self.upper = Incumbent(space, self.C, self.A, self.edges, self.dist, self.comp, self.n_comp, tolerance,
-                               config)
+                               config, self.store)
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
         self.upper.protect_start()
@@ -137,11 +139,13 @@ class PricingLoop:
         self.seconds = {"master": 0.0, "price": 0.0}
 
     def add(self, R: np.ndarray) -> None:
+        """New columns (points of P): each charged at its cheapest output and given to it, into
+        the store once, for the stabilised master and the upper bound's masters."""
         costs = self.C.T @ R                  # (K, n_new): c_k' r_s
         owner = np.argmin(costs, axis=0)
         g = costs[owner, np.arange(R.shape[1])]
-        self.master.add(R, owner, g)
-        self.upper.add(R, owner, g)
+        slots = self.master.add(R, owner, g)
+        self.upper.attach(slots, owner, g, self.master.col_comp[self.master.n_cols - len(slots):])
 
     def price(self, lam: np.ndarray, smooth: bool) -> tuple[float, np.ndarray, np.ndarray, int]:
         """Price at the smoothed duals and, when nothing prices out there or a second pass is
@@ -172,7 +176,7 @@ class PricingLoop:
         return lb_here, lam_lb, cols, iters
 
 
-def _result(loop: PricingLoop, space: Space, status: str, it: int, history: list[dict[str, Any]],
+def _result(loop: PricingLoop, space: Space, status: Status, it: int, history: list[dict[str, Any]],
             workers: int, t_start: float, t_build: float, gap: float) -> SolveResult:
     up = loop.upper
     if up.best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
@@ -220,8 +224,8 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     defaults when None). Options are checked by :func:`certdp.solve`.
     """
     executor = executor or ("dask" if scheduler else "threads")
-    if executor not in OUTPUT_EXECUTORS:
-        raise ValueError(f"executor must be one of {', '.join(OUTPUT_EXECUTORS)} for the outputs decomposition, "
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)} for the outputs decomposition, "
                          f"got {executor!r}")
     config = config if config is not None else OutputsConfig()
     workers = default_workers() if workers is None else workers
@@ -273,11 +277,11 @@ def _upper_due(it: int, it_upper: int, lb_at_upper: float, value: float, tol: fl
 
 
 def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: float | None, t_start: float,
-            history: list[dict[str, Any]], progress: Progress | None) -> tuple[str, int]:
+            history: list[dict[str, Any]], progress: Progress | None) -> tuple[Status, int]:
     """The rounds of a run, recorded into ``history``; the status and the last round."""
     cfg, up, master = loop.config, loop.upper, loop.master
     N = loop.space.n_records
-    status = "iteration_limit"
+    status = Status.ITERATION_LIMIT
     lb_at_upper = -math.inf
     it_upper = it = 0
     tol_cap = cfg.master_tolerance
@@ -317,9 +321,9 @@ def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: floa
         history.append(rec)
         report(progress, "round", bounds_line("round", rec, "columns", "columns"), rec)
         if g <= gap:
-            return "optimal", it
+            return Status.OPTIMAL, it
         if time_limit is not None and time.perf_counter() - t_start >= time_limit:
-            return "time_limit", it
+            return Status.TIME_LIMIT, it
         if cols.shape[1] > 0:
             # above the column limit, prune those idle at the master's weights for two rounds
             # running: every IPM step costs ~ columns x N^2, and too few columns cost rounds;
@@ -335,5 +339,5 @@ def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: floa
                 master.set_box(master.center, master.delta * 10)
             else:                    # and it does not bind: done
                 up.solve_free()
-                return ("optimal" if relative_gap(up.ub, loop.lb) <= gap else "stalled"), it
+                return (Status.OPTIMAL if relative_gap(up.ub, loop.lb) <= gap else Status.STALLED), it
     return status, it
