@@ -203,6 +203,7 @@ def main() -> None:
         return
     if args.rewrite is not None:
         runs = json.loads(Path(args.rewrite).read_text())
+        runs = runs["results"] if isinstance(runs, dict) else runs    # write_table's raw JSON: the runs
         folders = {name: folder for name, folder, _ in instances(False) + instances(True)}
         for r in runs:
             if "error" not in r:

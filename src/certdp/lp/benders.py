@@ -295,9 +295,12 @@ class BendersMaster:
     """The live master LP: ``y`` followed by one ``theta`` per block. Cuts are cleaned before
     they reach it (:func:`certdp.lp.bounds.drop_small_coefficients`, then scaled, or skipped
     when their range stays above :data:`MAX_CUT_RANGE`); when the live model fails numerically
-    it is rebuilt from its rows and solved by dual simplex, then by interior point."""
+    it is rebuilt from its rows and solved by dual simplex, then by interior point. With
+    ``clean=False`` every cut reaches the master as it is (the textbook algorithm)."""
 
-    def __init__(self, master: MasterSpec, blocks: Sequence[BlockSpec], tolerance: float = 1e-9) -> None:
+    def __init__(self, master: MasterSpec, blocks: Sequence[BlockSpec], tolerance: float = 1e-9,
+                 clean: bool = True) -> None:
+        self.clean = clean
         self.ny = len(master.c)
         self.nb = len(blocks)
         self.spec = master
@@ -321,7 +324,16 @@ class BendersMaster:
 
     def _add(self, R: sp.csr_matrix, lo: np.ndarray, up: np.ndarray) -> None:
         """Clean the rows (relax tiny coefficients away, scale each to a largest coefficient of
-        1, skip those that still span too much) and add them to the live model."""
+        1, skip those that still span too much) and add them to the live model; with
+        ``clean=False`` add them as they are."""
+        if not self.clean:
+            R = sp.csr_matrix(R)
+            self.model.add_rows(R, lo, up)
+            self.A_rows.append(R)
+            self.r_lo.append(np.asarray(lo, dtype=np.float64))
+            self.r_up.append(np.asarray(up, dtype=np.float64))
+            self.n_cuts += R.shape[0]
+            return
         R, lo, up = drop_small_coefficients(sp.csr_matrix(R), lo, up, self.col_lo, self.col_up,
                                             tau=1.0 / MAX_CUT_RANGE)
         a = abs(R)
@@ -434,8 +446,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             progress: Progress | None = None, repair_runner: Runner | None = None,
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
-            start: tuple[float, np.ndarray, list[np.ndarray]] | None = None,
-            crossing: float = 0.0, repair: Callable[[np.ndarray], np.ndarray] | None = None) -> BendersOutcome:
+            start: tuple[float, np.ndarray, list[np.ndarray]] | None = None, crossing: float = 0.0,
+            clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
@@ -453,7 +465,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     round separates at the master's y itself. The cuts are valid whatever point they come from;
     the point is feasible for the master's own rows (both are), so the blocks' answers there
     give upper bounds as usual. ``start`` is a known feasible point ``(value, y, xs)``: the
-    first upper bound.
+    first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration, up to
@@ -468,7 +480,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     run = runner if runner is not None else SerialRunner(blocks, tolerance)
     fixer = (SerialRunner(blocks, tolerance) if own_fixer else repair_runner) if repair and blocks else None
     couplings = [b.coupling for b in blocks]
-    m = BendersMaster(master, blocks, tolerance)
+    m = BendersMaster(master, blocks, tolerance, clean=clean_cuts)
     lb, ub = -math.inf, math.inf
     best_y: np.ndarray | None = None
     best_x: list[np.ndarray | None] = [None] * len(blocks)
