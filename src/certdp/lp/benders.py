@@ -436,9 +436,10 @@ def _round_cuts(results: Sequence[BlockResult], theta: np.ndarray, y: np.ndarray
 def _point(master: MasterSpec, y: np.ndarray, results: Sequence[BlockResult]
            ) -> tuple[float, np.ndarray, list[np.ndarray]] | None:
     """``(value, y, xs)`` when every block was feasible at ``y``, else None."""
-    if not all(r.feasible for r in results):
+    xs = [r.x for r in results if r.feasible and r.x is not None]
+    if len(xs) < len(results):
         return None
-    return float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), [r.x for r in results]
+    return float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), xs
 
 
 def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
@@ -518,7 +519,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             points = [_point(master, y, results)]
             if points[0] is None and heuristic is not None:
                 points.append(heuristic(y, results))
-            if fixer is not None:
+            if fixer is not None and repair is not None:
                 y_r = repair(y_master)
                 fixed = fixer.solve_all(y_r, theta, left())
                 cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)

@@ -220,11 +220,12 @@ def check_round(world: World, params: LRGeoParams, users: int, *, limit: float |
 
 def _largest_grid(world: World, params: LRGeoParams, users: int, pending: int, budget: float) -> int:
     """The largest side s of an s x s grid over the world's area whose round fits the budget."""
-    if world.bbox is None:
+    bbox = world.bbox
+    if bbox is None:
         return 0
 
     def fits(side: int) -> bool:
-        ll = grid_centres(world.bbox, side, side)
+        ll = grid_centres(bbox, side, side)
         return sum(_parts(Counts.of(ll, world.lat0, params), users, pending).values()) <= budget
 
     return _largest(fits, 2, max(world.shape))

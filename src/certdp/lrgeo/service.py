@@ -402,7 +402,7 @@ class RoundScheduler:
         spec = spec or {}
         bbox = spec.get("bbox")
         self.world_spec = WorldSpec(dataset=spec.get("dataset"), network=spec.get("network"),
-                                    bbox=None if bbox is None else tuple(float(v) for v in bbox),
+                                    bbox=None if bbox is None else cast(tuple[float, float, float, float], tuple(float(v) for v in bbox)),
                                     grid=cast(tuple[int, int], tuple(int(v) for v in spec.get("grid", world.shape))),
                                     fingerprint=fingerprint(world), K=world.K, name=world.name)
         self._map_json: str | None = None
