@@ -73,6 +73,7 @@ class Counts:
 
     @classmethod
     def of(cls, latlon: np.ndarray, lat0: float, params: LRGeoParams) -> Counts:
+        """The counts of the locations ``latlon`` (projected about latitude ``lat0``) under ``params``."""
         xy = project_km(latlon, lat0)
         tree = cKDTree(xy)
         K = len(xy)
@@ -109,9 +110,11 @@ class MemoryEstimate:
 
     @property
     def total(self) -> int:
+        """Bytes of every part together."""
         return int(sum(self.parts.values()))
 
     def describe(self) -> str:
+        """The parts in GB, one ``name size`` per part, for a message."""
         return ", ".join(f"{k} {v / GB:.2g}" for k, v in self.parts.items())
 
 

@@ -55,6 +55,7 @@ class FineGrid:
 
     @classmethod
     def over(cls, world: World, cell_km: float) -> FineGrid:
+        """The fine grid of cells of about ``cell_km`` over ``world``'s locations."""
         R, C = world.shape
         ll = world.latlon
         lat_min, lat_max = ll[:, 0].min(), ll[:, 0].max()
@@ -71,6 +72,7 @@ class FineGrid:
 
     @property
     def n_cells(self) -> int:
+        """The number of fine cells (none of them is stored)."""
         return self.rows * self.cols
 
     def centres(self, cells: np.ndarray) -> np.ndarray:
@@ -129,6 +131,7 @@ class ReferenceTable:
 
     @property
     def nbytes(self) -> int:
+        """Bytes the table's arrays hold."""
         return int(sum(a.nbytes for a in (self.fine_latlon, self.fine_node, self.pair_key, self.pair_beta)))
 
     def lookup(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
