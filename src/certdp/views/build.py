@@ -18,7 +18,8 @@ from .view import BlockView, DenseView, MarginalView, SampleView
 METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
                                           "identity": identity, "hdmm": hdmm, "dawa": dawa,
                                           "privbayes": privbayes, "mst": mst, "aim": aim}
-PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget", "variant"},
+PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget", "variant", "phase1",
+                     "phase2_test", "phase2_cuts", "split_axes"},
           "privtree": {"theta", "fanout"}, "hdpview": {"ratio", "a", "beta", "gamma", "theta"},
           "identity": {"max_cells"}, "hdmm": {"query_columns", "max_cells"}, "dawa": {"ratio", "max_cells"},
           "privbayes": {"degree"}, "mst": {"iters"},
