@@ -7,6 +7,7 @@ to 14 columns, and the error decomposition (noise scales).
     python -m benchmarks.paper004.adult --figure 7causes [--reps 5]
     python -m benchmarks.paper004.adult --figure 15 [--reps 10]
     python -m benchmarks.paper004.adult --figure ablation [--reps 5]
+    python -m benchmarks.paper004.adult --figure leave-one-out [--reps 5]
     python -m benchmarks.paper004.adult --figure scale14
     python -m benchmarks.paper004.adult --figure decomposition [--reps 10]
 
@@ -53,6 +54,13 @@ ABLATION = [("paper (Algorithms 1-3)", {"variant": "paper"}),
             ("+ PrivTree phase 1", {"variant": "paper", "leaf_budget": "rest", "phase2_test": "biased",
                                     "phase2_cuts": "midpoints", "phase1": "privtree"}),
             ("+ shares alpha 0.5, gamma 0.5, beta 0.9 (= improved)", {"variant": "improved"})]
+#: The improved variant with each departure taken back alone (is each one still worth it?).
+LEAVE_ONE_OUT = [("improved", {"variant": "improved"}),
+                 ("improved, fixed leaves", {"variant": "improved", "leaf_budget": "fixed"}),
+                 ("improved, Algorithm 2's phase-2 test", {"variant": "improved", "phase2_test": "series"}),
+                 ("improved, Algorithm 3 over every cut in phase 2", {"variant": "improved", "phase2_cuts": "all"}),
+                 ("improved, Algorithms 2-3 as phase 1", {"variant": "improved", "phase1": "paper"}),
+                 ("improved, the paper's shares", {"variant": "improved", "alpha": 0.3, "gamma": 0.9, "beta": 0.4})]
 
 
 def provenance(labels=(PAPER, IMPROVED)) -> list[str]:
@@ -302,9 +310,13 @@ ABLATION_SETS = [("age", "hours-per-week"), ("age", "education", "sex"),
 
 
 def ablation(a, df, doms):
-    """The paper's algorithm, then the improved variant's departures added one at a time; paired
-    seeds, RMSE ratio to the paper's algorithm on the same workload, build seconds."""
+    """The paper's algorithm, then the improved variant's departures added one at a time
+    (``--figure ablation``), or the improved variant with each taken back alone (``--figure
+    leave-one-out``); paired seeds, RMSE ratio to the first row on the same workload, build
+    seconds."""
     from certdp.views import Workload, build_view, rmse, true_answers
+
+    steps = ABLATION if a.figure == "ablation" else LEAVE_ONE_OUT
 
     table, raw = [], []
     ratios: dict[tuple[float, str], list[float]] = {}
@@ -314,7 +326,7 @@ def ablation(a, df, doms):
         truth = true_answers(t, w)
         for eps in (0.1, 1.0):
             base = None
-            for label, kw in ABLATION:
+            for label, kw in steps:
                 errs, secs, blocks = [], [], []
                 for r in range(a.reps):
                     t0 = time.perf_counter()
@@ -332,13 +344,14 @@ def ablation(a, df, doms):
                             "seconds": float(np.mean(secs))})
                 print(table[-1], flush=True)
     summary = [f"| {eps:g} | {label} | {np.median(ratios[(eps, label)]):.2f} | {max(ratios[(eps, label)]):.2f} |"
-               for eps in (0.1, 1.0) for label, _ in ABLATION]
-    write_table("ripost_ablation",
-                f"RIPOST: the paper's algorithm and the improved variant's departures added one at a "
-                f"time, Adult (adult.data), {a.reps} paired reps, 2-column range queries",
-                ["columns", "epsilon", "step", "RMSE", "RMSE / paper's", "blocks", "build s"], table,
+               for eps in (0.1, 1.0) for label, _ in steps]
+    what = ("the paper's algorithm and the improved variant's departures added one at a time" if steps is ABLATION
+            else "the improved variant with each departure taken back alone")
+    write_table("ripost_ablation" if steps is ABLATION else "ripost_leave_one_out",
+                f"RIPOST: {what}, Adult (adult.data), {a.reps} paired reps, 2-column range queries",
+                ["columns", "epsilon", "step", "RMSE", f"RMSE / {steps[0][0]}'s", "blocks", "build s"], table,
                 notes=[*provenance(), f"Column sets: {'; '.join(','.join(c) for c in ABLATION_SETS)}.", "",
-                       "RMSE / paper's over the column sets (median, worst):", "",
+                       f"RMSE / {steps[0][0]}'s over the column sets (median, worst):", "",
                        "| epsilon | step | median | worst |", "|---|---|---|---|", *summary], raw=raw, args=a)
 
 
@@ -406,7 +419,8 @@ def decomposition(a, df, doms):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--figure", choices=["3", "5", "7", "7causes", "15", "ablation", "scale14", "decomposition"],
+    ap.add_argument("--figure", choices=["3", "5", "7", "7causes", "15", "ablation", "leave-one-out", "scale14",
+                                           "decomposition"],
                     required=True)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--sets", type=int, default=5, help="figure 5: column sets per number of columns")
@@ -420,7 +434,7 @@ def main() -> None:
         return
     df, doms = load()
     {"5": figure5, "7": figure7, "7causes": figure7_causes, "15": figure15, "3": figure3, "ablation": ablation,
-     "scale14": scale14,
+     "leave-one-out": ablation, "scale14": scale14,
      "decomposition": decomposition}[a.figure](a, df, doms)
 
 
