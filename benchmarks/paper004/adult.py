@@ -8,7 +8,7 @@ to 14 columns, and the error decomposition (noise scales).
     python -m benchmarks.paper004.adult --figure 15 [--reps 10]
     python -m benchmarks.paper004.adult --figure ablation [--reps 5]
     python -m benchmarks.paper004.adult --figure leave-one-out [--reps 5]
-    python -m benchmarks.paper004.adult --figure scale14
+    python -m benchmarks.paper004.adult --figure scale [--reps 3] [--quadtree]
     python -m benchmarks.paper004.adult --figure decomposition [--reps 10]
 
 Both RIPOST variants run in every figure, labelled ``ripost (paper)`` (Algorithms 1-3 as
@@ -16,7 +16,7 @@ published, ``variant='paper'``) and ``ripost (improved)`` (``variant='improved'`
 library's default; its departures are named in docs/views.md). Every cell: 3,000 random range
 queries (each restricting ``--query-columns`` columns, widths and positions uniform: HDPView's
 generator, which the paper's experiments reuse), one workload per tensor, ``--reps``
-independent builds per method on seeded numpy noise (``scale14`` times the secure OpenDP path);
+independent builds per method on seeded numpy noise (``scale`` times the secure OpenDP path);
 RMSE mean and standard deviation, and R-RMSE = RMSE / RMSE of the reference on the same
 workload (the paper's definition, section 6.1; the reference is RIPOST as published unless
 the table says otherwise). Epsilon 0.1 unless ``--epsilon``.
@@ -25,6 +25,7 @@ the table says otherwise). Epsilon 0.1 unless ``--epsilon``.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import subprocess
 import time
@@ -63,17 +64,24 @@ LEAVE_ONE_OUT = [("improved", {"variant": "improved"}),
                  ("improved, the paper's shares", {"variant": "improved", "alpha": 0.3, "gamma": 0.9, "beta": 0.4})]
 
 
-def provenance(labels=(PAPER, IMPROVED)) -> list[str]:
-    """Notes every results file carries: the commit and what each RIPOST label ran."""
+@functools.lru_cache(maxsize=1)
+def commit() -> str:
+    """The commit the run started from (read once, at the start: editing the tree while a long
+    run goes on does not change what it ran)."""
     root = Path(__file__).resolve().parents[2]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "benchmarks"], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        commit, dirty = "unknown", ""
-    out = [f"Commit: {commit}{' (with uncommitted changes)' if dirty else ''}"]
+        return "unknown"
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
+def provenance(labels=(PAPER, IMPROVED)) -> list[str]:
+    """Notes every results file carries: the commit and what each RIPOST label ran."""
+    out = [f"Commit: {commit()}"]
     if PAPER in labels:
         out.append("ripost (paper): variant='paper', Algorithms 1-3 as published (alpha 0.3, gamma 0.9, beta 0.4, "
                    "k = os = 4, fixed leaves)")
@@ -355,36 +363,71 @@ def ablation(a, df, doms):
                        "| epsilon | step | median | worst |", "|---|---|---|---|", *summary], raw=raw, args=a)
 
 
-def scale14(a, df, doms):
-    """Both variants on the 14-column tensor at eps 0.1 and 1 in one process, on the secure
-    OpenDP path: seconds, blocks, tests and cuts per phase, seconds per test; and the improved
-    variant with every axis halved per split (``split_axes=14``, the quadtree) at eps 0.1, the
-    design whose block count was the limit."""
-    from certdp.views import build_view
+#: The 14-column tables of ``--figure scale``: (name, columns, with adult.test's rows too).
+SCALE_TABLES = [("adult.data", FIG7_ORDER, False), ("adult.data + adult.test", FIG7_ORDER, True),
+                ("adult.data, fnlwgt for income", (*FIG7_ORDER[:9], "fnlwgt", *FIG7_ORDER[10:]), False)]
 
-    t = tensor_of(df, doms, FIG7_ORDER)
-    runs = [(0.1, PAPER, {}), (0.1, IMPROVED, {}), (0.1, "improved, quadtree phase 1", {"split_axes": 14}),
-            (1.0, PAPER, {}), (1.0, IMPROVED, {})]
-    table, raw, paper_s = [], [], {}
-    for eps, label, extra in runs:
+
+def scale(a, df, doms):
+    """Both variants on three 14-column Adult tables at eps 0.1 and 1, ``--reps`` builds each on
+    the secure OpenDP path, the published variant first in the same process: seconds, the
+    improved variant's time over the published one's (median and worst over the family), blocks,
+    tests per phase and the RMSE of 3,000 two-column range queries. Then, on the first table,
+    the improved variant with 1 and 3 axes halved per phase-1 split beside its rule (2), and
+    with ``--quadtree`` every axis (14: the design whose block count was the limit)."""
+    import pandas as pd
+
+    from certdp.views import Workload, adult, build_view, rmse, true_answers
+
+    both = pd.concat([df, adult.read(DATA / "adult.test")], ignore_index=True)
+    table, raw, ratios = [], [], {}
+
+    def one(name, t, w, truth, eps, rep, label, extra):
         variant = "paper" if label == PAPER else "improved"
         t0 = time.perf_counter()
         v = build_view(t, "ripost", eps, None, variant=variant, **extra)
         s = time.perf_counter() - t0
         st = v.params["stats"]
-        tests = st["tests_phase1"] + st["tests_phase2"]
-        paper_s.setdefault(eps, s)
-        table.append([eps, label, f"{s:.1f}", f"{s / paper_s[eps]:.2f}", st["blocks_phase1"], v.n_blocks,
-                      st["tests_phase1"], st["tests_phase2"], st["cuts_phase1"], st["cuts_phase2"],
-                      f"{1e3 * s / max(tests, 1):.2f}"])
-        raw.append({"epsilon": eps, "label": label, "seconds": s, **st, "spent": v.spent})
-        print(table[-1], flush=True)
-    write_table("ripost_scale14", f"RIPOST on the 14-column Adult tensor ({t.domain_size:.3g} cells): both variants, "
-                "secure randomness (OpenDP), one process",
-                ["epsilon", "variant", "seconds", "/ paper's", "phase-1 blocks", "leaves", "phase-1 tests",
-                 "phase-2 tests", "phase-1 splits", "phase-2 cuts", "ms per test"], table,
-                notes=[*provenance(), "One build each, beside other work on 2 shared cores: compare the ratios and "
-                       "the counts, not the seconds."], raw=raw, args=a)
+        e = rmse(v.answer(w), truth)
+        raw.append({"table": name, "epsilon": eps, "rep": rep, "label": label, "seconds": s, "rmse": e,
+                    "split_axes": v.params["split_axes"], **st, "spent": v.spent})
+        return s, v, st, e
+
+    for ti, (name, cols, with_test) in enumerate(SCALE_TABLES):
+        t = tensor_of(both if with_test else df, doms, cols)
+        w = Workload.random(t.shape, 3000, 2, np.random.default_rng(a.seed))
+        truth = true_answers(t, w)
+        for eps in (0.1, 1.0):
+            extras = [(PAPER, {}), (IMPROVED, {})]
+            if ti == 0:
+                extras += [("improved, 1 axis per split", {"split_axes": 1}),
+                           ("improved, 3 axes per split", {"split_axes": 3})]
+                if a.quadtree and eps == 0.1:
+                    extras.append(("improved, every axis per split (quadtree)", {"split_axes": 14}))
+            for rep in range(a.reps):
+                base = None
+                for label, extra in extras:
+                    if extra and rep > 0:
+                        continue                     # the alternatives to the rule: one build each
+                    s, v, st, e = one(name, t, w, truth, eps, rep, label, extra)
+                    base = s if base is None else base
+                    if label == IMPROVED:
+                        ratios.setdefault(eps, []).append(s / base)
+                    table.append([name, eps, rep, label, v.params["split_axes"] or "-", f"{s:.1f}", f"{s / base:.2f}",
+                                  st["blocks_phase1"], v.n_blocks, st["tests_phase1"], st["tests_phase2"],
+                                  f"{e:.4g}"])
+                    print(table[-1], flush=True)
+    summary = [f"| {eps:g} | {len(r)} | {np.median(r):.3f} | {max(r):.3f} |" for eps, r in ratios.items()]
+    write_table("ripost_scale", f"RIPOST on 14-column Adult tables: both variants, secure randomness (OpenDP), "
+                f"{a.reps} builds per table and epsilon, the published variant first in the same process",
+                ["table", "epsilon", "rep", "variant", "phase-1 axes per split", "seconds", "/ paper's (same rep)",
+                 "phase-1 blocks", "leaves", "phase-1 tests", "phase-2 tests", "RMSE"], table,
+                notes=[*provenance(), f"Tables: {'; '.join(f'{n}: {chr(44).join(c)}' for n, c, _ in SCALE_TABLES)}.",
+                       "The improved variant's phase 1 halves phase1_axes(shape) = min(2, cuttable columns) axes "
+                       "per split (the rule in docs/views.md); the alternatives run once each on the first table.",
+                       "Beside other work on 2 shared cores: compare the ratios and the counts, not the seconds.", "",
+                       "Improved variant's seconds / the published variant's, same table, epsilon and rep:", "",
+                       "| epsilon | builds | median | worst |", "|---|---|---|---|", *summary], raw=raw, args=a)
 
 
 def decomposition(a, df, doms):
@@ -419,7 +462,7 @@ def decomposition(a, df, doms):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--figure", choices=["3", "5", "7", "7causes", "15", "ablation", "leave-one-out", "scale14",
+    ap.add_argument("--figure", choices=["3", "5", "7", "7causes", "15", "ablation", "leave-one-out", "scale",
                                            "decomposition"],
                     required=True)
     ap.add_argument("--reps", type=int, default=10)
@@ -428,13 +471,15 @@ def main() -> None:
     ap.add_argument("--query-columns", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2025)
     ap.add_argument("--epsilon", type=float, default=0.1, help="figures 5 and 7: the privacy budget")
+    ap.add_argument("--quadtree", action="store_true", help="scale: also the improved variant halving every axis")
     a = output_args(ap).parse_args()
     if not (DATA / "adult.data").is_file():
         print(f"skipped: the Adult data is not in {DATA}")
         return
+    commit()
     df, doms = load()
     {"5": figure5, "7": figure7, "7causes": figure7_causes, "15": figure15, "3": figure3, "ablation": ablation,
-     "leave-one-out": ablation, "scale14": scale14,
+     "leave-one-out": ablation, "scale": scale,
      "decomposition": decomposition}[a.figure](a, df, doms)
 
 
