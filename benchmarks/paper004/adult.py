@@ -66,13 +66,15 @@ LEAVE_ONE_OUT = [("improved", {"variant": "improved"}),
 
 @functools.lru_cache(maxsize=1)
 def commit() -> str:
-    """The commit the run started from (read once, at the start: editing the tree while a long
-    run goes on does not change what it ran)."""
+    """The commit the run started from, marked when its code (``src``, ``benchmarks`` outside the
+    results folders) differs from it; read once, at the start, so that editing the tree while a
+    long run goes on does not change what the file says it ran."""
     root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "benchmarks"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "benchmarks",
+                                ":(exclude)benchmarks/*/results"], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
