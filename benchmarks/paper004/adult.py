@@ -74,7 +74,7 @@ def commit() -> str:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "benchmarks",
-                                ":(exclude)benchmarks/*/results"], cwd=root,
+                                ":(exclude)benchmarks/*/results/*"], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
