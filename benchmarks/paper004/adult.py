@@ -43,7 +43,9 @@ FIG7_ORDER = ("age", "workclass", "education", "marital-status", "occupation", "
               "hours-per-week", "income", "education-num", "native-country", "capital-gain", "capital-loss")
 PAPER, IMPROVED = "ripost (paper)", "ripost (improved)"
 SPECS = {PAPER: ("ripost", {"variant": "paper"}), IMPROVED: ("ripost", {"variant": "improved"}),
-         "hdpview": ("hdpview", {}), "privtree": ("privtree", {}), "identity": ("identity", {}),
+         "hdpview": ("hdpview", {}), "privtree": ("privtree", {}),
+         "privtree (binary)": ("privtree", {"fanout": "binary"}),
+         "identity": ("identity", {}),
          "hdmm": ("hdmm", {}), "dawa": ("dawa", {}), "privbayes": ("privbayes", {}), "mst": ("mst", {}),
          "aim": ("aim", {})}
 #: The ablation: Algorithms 1-3, then the improved variant's departures added one at a time.
