@@ -212,6 +212,15 @@ def figure7_causes(a, df, doms):
 
     both = pd.concat([df, adult.read(DATA / "adult.test")], ignore_index=True)
     table, raw = [], []
+
+    def save():                                       # after each table: a run stopped early keeps it
+        write_table("ripost_fig7_causes", f"Paper 004 Figure 7, causes: Adult 7 and 14 columns, eps {a.epsilon:g}, "
+                    f"{a.reps} reps, 2-column range queries",
+                    ["data", "columns", "uniform view RMSE", "method", "RMSE", "RMSE, exact leaf sums",
+                     "RMSE of leaf noise",
+                     "blocks", "RMSE, queries on capital-gain/loss", "RMSE, other queries"], table,
+                    notes=[*provenance(), f"Columns: the first 7 or 14 of {', '.join(FIG7_ORDER)}."], raw=raw, args=a)
+
     for data_name, frame in (("adult.data", df), ("adult.data + adult.test", both)):
         for size in (7, 14):
             cols = FIG7_ORDER[:size]
@@ -240,12 +249,7 @@ def figure7_causes(a, df, doms):
                             "rmse_capital_queries": m[4], "rmse_other_queries": m[5],
                             "share_capital_queries": float(touch.mean())})
                 print(table[-1], flush=True)
-    write_table("ripost_fig7_causes", f"Paper 004 Figure 7, causes: Adult 7 and 14 columns, eps {a.epsilon:g}, "
-                f"{a.reps} reps, 2-column range queries",
-                ["data", "columns", "uniform view RMSE", "method", "RMSE", "RMSE, exact leaf sums",
-                 "RMSE of leaf noise",
-                 "blocks", "RMSE, queries on capital-gain/loss", "RMSE, other queries"], table,
-                notes=[*provenance(), f"Columns: the first 7 or 14 of {', '.join(FIG7_ORDER)}."], raw=raw, args=a)
+            save()
 
 
 def decomposed_rmse(v, t, w, truth):
