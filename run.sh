@@ -2,6 +2,7 @@
 # Bootstrap and run certdp on a fresh machine that has only Python 3.11.
 #   bash run.sh demo          install (once) and run the main job on generated data
 #   bash run.sh test          install (once) and run the default test suite
+#   bash run.sh typecheck     install (once) and type-check src/ with mypy (configured in pyproject.toml)
 #   bash run.sh bench NAME    run one benchmark, e.g. paper000.decompositions (benchmarks/paper000/decompositions.py)
 #   bash run.sh certdp ARGS  run the CLI from the project's environment
 set -euo pipefail
@@ -43,6 +44,8 @@ case "$cmd" in
     # pytest exits 5 when no test was collected: that is not a failure of the code.
     if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi
     exit "$rc" ;;
+  typecheck)
+    exec "$VENV/bin/python" -m mypy "$@" ;;
   bench)
     install test
     name="${1:?usage: bash run.sh bench PAPER.SCRIPT, e.g. paper000.decompositions}"; shift
@@ -51,5 +54,5 @@ case "$cmd" in
     install test
     exec "$VENV/bin/certdp" "$@" ;;
   *)
-    echo "usage: bash run.sh demo|test|bench NAME|certdp ARGS" >&2; exit 2 ;;
+    echo "usage: bash run.sh demo|test|typecheck|bench NAME|certdp ARGS" >&2; exit 2 ;;
 esac

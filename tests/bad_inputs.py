@@ -1,8 +1,9 @@
-"""Bad inputs for every subcommand, and what each must produce: an exit status of 1, 2 or 3,
+"""Bad inputs for every subcommand, and what each must produce: an exit status of 1 to 4,
 a message that names the option or file (a substring), no traceback, and no file written.
 
-``python -m tests.bad_inputs [OUT.md]`` runs them all through the real command group and
-writes the table of outcomes (docs/bad-inputs.md is its output).
+``python -m tests.bad_inputs [OUT.md]`` runs them all through the real command group, then
+draws a fixed sample of each generator family of ``tests/generators.py``, and writes the
+counts by outcome class and the table of listed cases (docs/bad-inputs.md is its output).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ SOLVE = [
     c(["solve", "--dataset", "grid:1x1", "--epsilon", "1", "--eta", "1"], "two cells"),
     c(["solve", "--dataset", "gaussian:10", "--epsilon", "1", "--eta", "1"], "gaussian:N:DIM"),
     c(["solve", "--dataset", "gaussian:ten:2", "--epsilon", "1", "--eta", "1"], "N must be an integer"),
-    c(["solve", "--dataset", "gaussian:1:2", "--epsilon", "1", "--eta", "1"], "n must be"),
+    c(["solve", "--dataset", "gaussian:1:2", "--epsilon", "1", "--eta", "1"], "N must be >= 2"),
     c(["solve", "--dataset", "gaussian:10:0", "--epsilon", "1", "--eta", "1"], "dim"),
     c(["solve", "--dataset", "road:a.csv:3", "--epsilon", "1", "--eta", "1"], "road:NODES.csv,EDGES.csv:N"),
     c(["solve", "--dataset", "road:nofile.csv,nofile2.csv:10", "--epsilon", "1", "--eta", "1"], "not found"),
@@ -63,7 +64,7 @@ SOLVE = [
     c(["solve", "--dataset", "gaussian:2000000:2", "--epsilon", "1", "--eta", "1"], "GB of memory"),
     c(G + ["--outputs", "50"], "n_outputs"),
     c(G + ["--outputs", "0"], "n_outputs"),
-    c(G + ["--outputs", "-3"], "n_outputs"),
+    c(G + ["--outputs", "-3"], "--outputs"),
     c(["solve", "--dataset", "grid:4x5", "--cell", "0", "--epsilon", "1", "--eta", "1"], "cell"),
     c(["solve", "--dataset", "grid:4x5", "--cell", "-1", "--epsilon", "1", "--eta", "1"], "cell"),
     c(["solve", "--dataset", "grid:4x5", "--cell", "nan", "--epsilon", "1", "--eta", "1"], "cell"),
@@ -73,6 +74,7 @@ SOLVE = [
     c(G + ["--method", "expmech", "--subsets", "5"], "--subsets"),
     c(G + ["--method", "lp", "--partition", "metis"], "--partition"),
     c(G + ["--method", "outputs", "--executor", "serial"], "executor"),
+    c(G + ["--method", "benders", "--executor", "serial"], "executor"),
     c(G + ["--method", "outputs", "--scheduler", "tcp://127.0.0.1:9"], "did not answer", slow=True),
     c(G + ["--method", "constopt", "--gap", "0.1"], "--gap"),
     c(G + ["--method", "lp", "--plot", "plots"], "--plot"),
@@ -81,30 +83,37 @@ SOLVE = [
     c(G + ["--tolerance", "nan"], "tolerance"),
     c(G + ["--tolerance", "0"], "tolerance"),
     c(G + ["--tolerance", "-1"], "tolerance"),
-    c(G + ["--time-limit", "0"], "time_limit"),
-    c(G + ["--time-limit", "-5"], "time_limit"),
-    c(G + ["--time-limit", "nan"], "time_limit"),
+    c(G + ["--time-limit", "0"], "--time-limit"),
+    c(G + ["--time-limit", "-5"], "--time-limit"),
+    c(G + ["--time-limit", "nan"], "--time-limit"),
     c(G + ["--method", "outputs", "--gap", "0"], "gap"),
     c(G + ["--method", "benders", "--gap", "-1"], "gap"),
     c(G + ["--method", "lp", "--gap", "nan"], "gap"),
-    c(G + ["--method", "outputs", "--max-iterations", "0"], "max_iterations"),
+    c(G + ["--method", "outputs", "--max-iterations", "0"], "--max-iterations"),
     c(G + ["--method", "outputs", "--workers", "0"], "workers"),
     c(G + ["--method", "benders", "--workers", "-2"], "workers"),
     c(G + ["--method", "benders", "--subsets", "0"], "subsets"),
     c(G + ["--method", "benders", "--subsets", "1000"], "subsets"),
     c(G + ["--method", "constopt", "--r", "0"], "r must be"),
     c(G + ["--method", "constopt", "--r", "100"], "r must be"),
-    c(G + ["--method", "constopt", "--lambdas", ""], "lambdas"),
-    c(G + ["--method", "constopt", "--lambdas", "a,b"], "lambdas"),
-    c(G + ["--method", "constopt", "--lambdas", "0.1,-2"], "lambdas"),
-    c(G + ["--method", "constopt", "--lambdas", "inf"], "lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", ""], "--lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "a,b"], "--lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "0.1,-2"], "--lambdas"),
+    c(G + ["--method", "constopt", "--lambdas", "inf"], "--lambdas"),
     c(G + ["--method", "spanner", "--delta", "0.5"], "delta"),
     c(G + ["--method", "spanner", "--delta", "nan"], "delta"),
     c(G + ["--method", "madlib", "--draws", "0"], "draws"),
     c(G + ["--method", "laplace", "--draws", "-5"], "draws"),
+    c(G + ["--method", "madlib", "--draws", "100000000000000000000"], "--draws"),
+    c(G + ["--method", "madlib", "--draws", "4000000000"], "GB of memory"),
+    c(G + ["--epsilon", "1e-300"], "--epsilon"),
+    c(G + ["--out", "/dev/null"], "special file", note="a special file: no /dev/null.npz beside it"),
+    c(G + ["--out", "sub/"], "folder", note="a folder: no sub.npz beside it"),
+    c(G + ["--out", "x" * 300], "255 bytes"),
+    c(G + ["--out", "-"], "standard output"),
     c(G + ["--seed", "-1"], "--seed"),
     c(G + ["--seed", "1.5"], "--seed"),
-    c(G + ["--out", "."], "is a directory"),
+    c(G + ["--out", "."], "folder"),
     c(G + ["--out", "/etc/passwd/m.npz"], "not a folder"),
     c(G + ["--out", ""], "--out"),
     c(G + ["--method", "benders", "--scheduler", ""], "scheduler"),
@@ -138,6 +147,21 @@ FILES = [
     c(["audit", "tampered.npz"], "missing from its stored edges", code=1),
     c(["audit", "inflated.npz"], "stored edge distances differ", code=1),
     c(["audit", "negprior.npz"], "prior", code=1),
+    c(["audit", "forged.npz"], "not pairs within eta", code=1,
+      note="issue 50: the identity over a precomputed 1e300 matrix without points; its 20 listed pairs are not found"),
+    c(["audit", "forged_nopairs.npz"], "protects no pair", code=4, note="the same, its pair list dropped"),
+    c(["audit", "nopairs.npz"], "protects no pair", code=4, note="solved at eta 0.5: no two cells within eta"),
+    c(["audit", "forged_nopairs.npz", "--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.5"],
+      "differs from the owner's data", code=1),
+    c(["audit", "mech.npz", "--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.2"], "differs from the owner's data",
+      code=1, note="the owner's eta is not the file's"),
+    c(["audit", "mech.npz", "--epsilon", "1"], "need --dataset"),
+    c(["audit", "mech.npz", "--dataset", "grid:3x3"], "--epsilon and --eta"),
+    c(["audit", "othertag.npz"], "not a certdp-mechanism/2"),
+    c(["audit", "floatedges.npz"], "'edges' must hold integers"),
+    c(["audit", "complex.npz"], "complex"),
+    c(["perturb", "forged.npz"], "fails its audit", stdin="0\n"),
+    c(["perturb", "forged_nopairs.npz"], "protects no pair", stdin="0\n"),
     c(["audit", "mech.npz", "--q", "1.5"], "q must"),
     c(["audit", "mech.npz", "--q", "0"], "q must"),
     c(["perturb", "nofile.npz"], "not found", stdin="0\n"),
@@ -152,7 +176,7 @@ FILES = [
     c(["perturb", "mech.npz"], "'foo' is not a record index", stdin="foo,bar\n1,2\n"),
     c(["perturb", "mech.npz", "--seed", "-1"], "--seed", stdin="0\n"),
     c(["perturb", "mech.npz", "--input", "garbage.npz"], "input line 1"),
-    c(["perturb", "old.npz"], "unverifiable", stdin="0\n"),
+    c(["perturb", "old.npz"], "cannot be checked", stdin="0\n"),
     c(["perturb", "tampered.npz"], "fails its audit", stdin="0\n"),
     c(["perturb", "empty.npz"], "empty", stdin="0\n"),
 ]
@@ -166,7 +190,7 @@ COMPARE = [
     c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--methods", "expmech", "--r", "3"],
       "--r"),
     c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1"], "--eta"),
-    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--out", "."], "is a directory"),
+    c(["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf", "--out", "."], "folder"),
 ]
 
 LRGEO = [
@@ -181,15 +205,17 @@ LRGEO = [
     c(["lrgeo", "--grid", "6x6", "--r-exp", "100"], "r_exp"),
     c(["lrgeo", "--grid", "6x6", "--table-cell", "0"], "cell"),
     c(["lrgeo", "--grid", "6x6", "--gap", "0"], "--gap"),
+    c(["lrgeo", "--grid", "6x6", "--method", "monolithic"], "--method lp"),
     c(["lrgeo", "--grid", "6x6", "--baselines", "foo"], "--baselines"),
     c(["lrgeo", "--grid", "6x6", "--time-limit", "-1"], "--time-limit"),
     c(["lrgeo", "--grid", "6x6", "--seed", "-3"], "--seed"),
-    c(["lrgeo", "--grid", "6x6", "--out", "."], "is a directory"),
+    c(["lrgeo", "--grid", "6x6", "--out", "."], "folder"),
     c(["lrgeo", "--grid", "6x6", "--network", "nodes.csv"], "NODES.csv,EDGES.csv"),
     c(["lrgeo", "--grid", "6x6", "--network", "nodes.csv,edges.csv"], "no file"),
     c(["lrgeo", "--grid", "6x6", "--network", "table.csv,table.csv", "--dataset", "helsinki"], "not both"),
     c(["lrgeo", "serve", "--grid", "6x6", "--port", "70000"], "--port"),
     c(["lrgeo", "serve", "--grid", "6x6", "--round-users", "0"], "--round-users"),
+    c(["lrgeo", "serve", "--grid", "6x6", "--method", "monolithic"], "--method lp"),
     c(["lrgeo", "serve", "--grid", "6x6", "--round-wait", "0"], "--round-wait"),
     c(["lrgeo", "serve", "--grid", "6x6", "--max-pending", "0"], "--max-pending"),
     c(["lrgeo", "serve", "--grid", "axb"], "--grid"),
@@ -219,7 +245,7 @@ VIEWS = [
        "v.json"], "alpha"),
     c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--k", "5", "--os", "2", "--out",
        "v.json"], "os"),
-    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--out", "."], "is a directory"),
+    c(["view", "build", "table.csv", "--columns", "a", "--domains", "domains.json", "--out", "."], "folder"),
     c(["view", "build", "table.csv", "--columns", "a", "--domains", "nofile.json", "--out", "v.json"], "nofile.json"),
     c(["view", "build", "table.csv", "--columns", "a", "--domains", "garbage.npz", "--out", "v.json"], "--domains"),
     c(["view", "build", "table.csv", "--columns", "a", "--out", "v.json"], "domain"),
@@ -276,7 +302,17 @@ def make_files(d: Path) -> None:
     np.savez(d / "flat.npz", matrix=np.ones(3), epsilon=np.float64(1.0))
     with np.load(d / "mech.npz") as f:
         arrays = {k: f[k] for k in f.files}
+    D = np.full((9, 9), 1e300)
+    np.fill_diagonal(D, 0.0)
+    forged = {**{k: v for k, v in arrays.items() if k != "points"}, "matrix": np.eye(9),
+              "metric": np.array("precomputed"), "distance_matrix": D}
+    np.savez(d / "forged.npz", **forged)
+    np.savez(d / "forged_nopairs.npz", **{k: v for k, v in forged.items() if k not in ("edges", "edge_distance")})
+    solve(build_space(parse_dataset("grid:3x3"), epsilon=1.0, eta=0.5, seed=1)).mechanism.save(d / "nopairs.npz")
     variants = {"naneps": {"epsilon": np.float64(np.nan)}, "manhattan": {"metric": np.array("manhattan")},
+                "othertag": {"format": np.array("certdp-mechanism/3")},
+                "floatedges": {"edges": arrays["edges"].astype(float)},
+                "complex": {"matrix": arrays["matrix"] + 0j},
                 "tampered": {"edges": np.zeros((0, 2), dtype=np.int64), "edge_distance": np.zeros(0)},
                 "inflated": {"edge_distance": arrays["edge_distance"] * 1000},
                 "negprior": {"prior": -arrays["prior"]}}
@@ -322,6 +358,36 @@ def judge(case: Case, code: int, output: str, created: list[str]) -> str:
     return "ok"
 
 
+#: cases drawn from each generator family for docs/bad-inputs.md (the tests draw their own)
+DOCS_SAMPLE = {"CLI arguments (solve, compare, audit, perturb)": 400, "road-network CSV files": 300,
+               "embedding files (.npy + words, word2vec .bin)": 300, "mechanism files (valid files mutated)": 600}
+
+
+def generated_counts() -> tuple[list[str], int]:
+    """The markdown table of outcome classes per generator family, and the number of bad ones."""
+    from collections import Counter
+
+    from .generators import BAD, GOOD, base_bytes, sample
+
+    classes = list(GOOD) + list(BAD)
+    rows, bad, examples = [], 0, []
+    with tempfile.TemporaryDirectory() as t:
+        bases = base_bytes(Path(t))
+        for family, n in DOCS_SAMPLE.items():
+            counts: Counter[str] = Counter()
+
+            def record(case, verdict, outcome, counts=counts):
+                cls = next(c for c in classes if verdict == c or verdict.startswith(c + ":"))
+                counts[cls] += 1
+                if cls in BAD:
+                    examples.append(f"- {family}: `{' '.join(case.args)[:120]}`: {verdict[:200]}")
+            sample(family, n, bases, record)
+            bad += sum(counts[c] for c in BAD)
+            rows.append(f"| {family} | {sum(counts.values())} | " + " | ".join(str(counts[c]) for c in classes) + " |")
+    head = ["| generator family | cases | " + " | ".join(classes) + " |", "|---" * (len(classes) + 2) + "|"]
+    return head + rows + ([""] + examples if examples else []), bad
+
+
 def main(out: str | None = None) -> int:
     rows, failures = [], 0
     with tempfile.TemporaryDirectory() as t:
@@ -335,15 +401,31 @@ def main(out: str | None = None) -> int:
             shown = " ".join(case.args).replace("\x00", "\\x00")     # a NUL byte, written as Python would
             rows.append(f"| `{shown[:90]}`{' (stdin ' + repr(case.stdin)[:20] + ')' if case.stdin is not None else ''} "
                         f"| {code} | {msg} | {verdict} |")
-    text = "\n".join(["# Bad inputs and what certdp does with them", "",
-                      f"`python -m tests.bad_inputs` ran {len(CASES)} bad inputs through the real command group "
-                      f"({failures} not as expected). Each must exit with 1 (a solver limit), 2 (bad input) or 3 "
-                      "(an unverifiable file), name the option or file, show no traceback and write nothing.", "",
-                      "| command | exit | message (last line) | verdict |", "|---|---|---|---|", *rows]) + "\n"
+    generated, bad = generated_counts()
+    text = "\n".join([
+        "# Bad inputs and what certdp does with them", "",
+        "Written by `python -m tests.bad_inputs docs/bad-inputs.md` (reproducible: the generators are "
+        "derandomized, so the same cases are drawn on every run).", "",
+        "## Generated inputs", "",
+        f"The generators of `tests/generators.py` drew {sum(DOCS_SAMPLE.values())} cases ({bad} with a bad outcome). "
+        "A good outcome is a result checked independently (a mechanism file audited against the instance rebuilt "
+        "from the same options and in decimal arithmetic), one `Error:` line with exit status 2 (1 for a limit "
+        "reached or a missing extra), or the audit's own status for a file it does not pass (1 failed, 3 "
+        "unverifiable, 4 protects no pair). A bad outcome is a traceback, an error that is not one `Error:` line, "
+        "a file left behind by a failed run, a wrong result (a file passed that is not private on the owner's "
+        "pairs, or `audit`, `perturb` and `Mechanism.load` deciding differently) or another exit status. "
+        "`tests/test_generated_inputs.py` runs a fixed sample of each family by default and thousands with "
+        "`-m slow`.", "",
+        *generated, "",
+        "## Listed inputs", "",
+        f"{len(CASES)} listed bad inputs ({failures} not as expected). Each must exit with 1 (a solver limit or a "
+        "file that fails its audit), 2 (bad input), 3 (an unverifiable file) or 4 (a file that protects no pair), "
+        "name the option or file, show no traceback and write nothing.", "",
+        "| command | exit | message (last line) | verdict |", "|---|---|---|---|", *rows]) + "\n"
     print(text)
     if out:
         Path(out).write_text(text)
-    return failures
+    return failures + bad
 
 
 if __name__ == "__main__":

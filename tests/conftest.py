@@ -1,10 +1,12 @@
-"""Shared fixtures: small instances of every kind, and the path to the real data."""
+"""Shared fixtures: small instances of every kind, a small table and the Adult table for the
+views, the path to the real data, and a fake clock for the Benders engine."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from certdp import Space, build_space
@@ -43,3 +45,55 @@ def small_spaces() -> dict[str, Space]:
 @pytest.fixture(scope="session")
 def spaces() -> dict[str, Space]:
     return small_spaces()
+
+
+def _write_table(path: Path, n: int = 400, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
+                       "city": rng.choice(["A", "B", "C"], n)})
+    df.to_csv(path, index=False)
+    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
+    return df, doms
+
+
+@pytest.fixture
+def write_table():
+    """``write_table(path, n=400, seed=0)`` writes a CSV of ``n`` records (age, sex, city) and
+    returns the frame and the columns' domains in the ``--domains`` JSON form."""
+    return _write_table
+
+
+@pytest.fixture(scope="session")
+def adult():
+    """The UCI Adult table (``../shared/data/adult``; the test skips when it is absent) and the
+    public domains of its fifteen columns (:mod:`certdp.views.adult`)."""
+    from certdp.views import adult as adult_table
+
+    data = shared_file("adult", "adult.data")
+    return adult_table.read(data), adult_table.domains(data.with_name("adult.names"))
+
+
+class FakeClock:
+    """``time.perf_counter`` for the Benders engine: ``step`` seconds pass at every reading, so
+    a deadline falls after a fixed number of readings, whatever the machine. With a deadline
+    between two readings and a large step, the time left that HiGHS is given is at least half a
+    step, or, once the deadline has passed, the least it takes (1 ms)."""
+
+    step = 1000.0
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.fixture
+def engine_clock(monkeypatch):
+    """The clock of the Benders engine (:mod:`certdp.lp.benders`) replaced by a :class:`FakeClock`."""
+    import certdp.lp.benders
+
+    clock = FakeClock()
+    monkeypatch.setattr(certdp.lp.benders, "time", clock)
+    return clock

@@ -1,7 +1,8 @@
 """An audit of a mechanism file written without certdp's code: numpy to read the file and
 recompute the protected pairs, Python's decimal arithmetic (60 digits) to decide every
 inequality ``x <= exp(eps d) y`` as ``ln x - ln y <= eps d``, so no float overflow, NaN or
-rounding can pass a violation."""
+rounding can pass a violation. With ``owner`` (the data owner's epsilon, eta, metric and
+records, as plain arrays) the pairs and epsilon come from the owner instead of the file."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import numpy as np
 R_KM = 6371.0088
 
 
-def _pairs(f) -> list[tuple[int, int, float]]:
+def protected_pairs(f) -> list[tuple[int, int, float]]:
+    """Every pair (i < j) within eta, from a file or from the owner's arrays."""
     eta = float(f["eta"])
     metric = str(f["metric"])
     if metric == "precomputed":
@@ -29,13 +31,16 @@ def _pairs(f) -> list[tuple[int, int, float]]:
     return [(i, j, float(D[i, j])) for i in range(n) for j in range(i + 1, n) if D[i, j] <= eta]
 
 
-def independent_audit(path) -> tuple[bool, int]:
-    """(passed, number of violated inequalities) for the mechanism file at ``path``."""
+def independent_audit(path, owner: dict | None = None) -> tuple[bool, int]:
+    """(passed, number of violated inequalities) for the mechanism file at ``path``; ``owner``:
+    a dict with 'epsilon', 'eta', 'metric' and 'points' or 'distance_matrix'."""
     ctx = decimal.Context(prec=60, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
     with np.load(path, allow_pickle=False) as f:
-        Z = f["matrix"]
-        eps = float(f["epsilon"])
-        pairs = _pairs(f)
+        Z = np.asarray(f["matrix"], dtype=np.float64)
+        eps = float(f["epsilon"] if owner is None else owner["epsilon"])
+        pairs = protected_pairs(f if owner is None else owner)
+    if Z.ndim != 2 or any(max(i, j) >= Z.shape[0] for i, j, _ in pairs):
+        return False, -1
     if not (np.all(np.isfinite(Z)) and Z.min() >= 0 and Z.max() <= 1):
         return False, -1
     for row in Z:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from certdp import Mechanism, verify
 from certdp.audit import MechanismFileError, audit_file
 from certdp.certify import certify
 from certdp.measures import expected_loss, quantile_loss, worst_case_loss
+from certdp.mechanism import UnverifiedMechanismError
 from certdp.space import Geometry
 
 EDGE = np.array([[0, 1]])
@@ -86,7 +89,8 @@ def test_losses_on_a_hand_computed_example(tmp_path):
 
 def third_party_file(path, matrix, epsilon=1.0, **extra):
     """A mechanism file written with numpy alone: two records 1 km apart on a line."""
-    arrays = dict(matrix=np.asarray(matrix, dtype=float), epsilon=np.float64(epsilon), eta=np.float64(1.5),
+    arrays = dict(format=np.array("certdp-mechanism/2"), matrix=np.asarray(matrix, dtype=float),
+                  epsilon=np.float64(epsilon), eta=np.float64(1.5),
                   metric=np.array("euclidean"), points=np.array([[0.0], [1.0]]), edges=EDGE, edge_distance=D1)
     arrays.update(extra)
     np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
@@ -167,3 +171,194 @@ def test_verify_decides_overflow_zeros_and_nan_exactly():
 def test_certify_makes_an_overflowing_deterministic_matrix_exactly_private():
     Zc, rep = certify(np.eye(3), 1.0, np.array([[0, 1], [1, 2]]), np.array([1500.0, 2000.0]))
     assert rep.verify.passed and Zc.min() > 0 and rep.mixing < 1e-12
+
+
+# ------------------------------------------------------------------ the trust model
+def _solved_file(tmp_path, eta=1.5):
+    """``certdp solve --dataset grid:3x3 --epsilon 1 --eta ETA --seed 1``, as the data's owner runs it."""
+    from click.testing import CliRunner
+
+    from certdp.cli import main
+
+    p = tmp_path / "m.npz"
+    res = CliRunner().invoke(main, ["solve", "--dataset", "grid:3x3", "--epsilon", "1", "--eta", str(eta),
+                                    "--seed", "1", "--quiet", "--out", str(p)])
+    assert res.exit_code == 0, res.output
+    with np.load(p) as f:
+        return p, {k: f[k] for k in f.files}
+
+
+def _consistent_edges(arrays):
+    """The pairs a forger would list so that the file agrees with its own (forged) geometry."""
+    from .independent_audit import protected_pairs
+
+    pairs = protected_pairs(arrays)
+    return dict(edges=np.array([(i, j) for i, j, _ in pairs], dtype=np.int64).reshape(-1, 2),
+                edge_distance=np.array([d for _, _, d in pairs], dtype=np.float64))
+
+
+def _identity_precomputed(a):
+    D = np.full((9, 9), 1e300)
+    np.fill_diagonal(D, 0.0)
+    out = {k: v for k, v in a.items() if k != "points"}
+    return {**out, "matrix": np.eye(9), "metric": np.array("precomputed"), "distance_matrix": D}
+
+
+FORGERIES = {   # the issue's attacks: each weakens the guarantee while keeping a file that looks whole
+    "identity, precomputed 1e300, no points": _identity_precomputed,
+    "points x1000, identity": lambda a: {**a, "points": a["points"] * 1000, "matrix": np.eye(9)},
+    "eta 1e-300, identity": lambda a: {**a, "eta": np.float64(1e-300), "matrix": np.eye(9)},
+    "eta lowered to 1.2": lambda a: {**a, "eta": np.float64(1.2)},
+    "metric changed to haversine, identity": lambda a: {**a, "metric": np.array("haversine"), "matrix": np.eye(9)},
+    "epsilon raised to 3": lambda a: {**a, "epsilon": np.float64(3.0)},
+}
+OWNER = ["--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.5"]
+
+
+@pytest.mark.parametrize("name", list(FORGERIES))
+@pytest.mark.parametrize("edges", ["kept", "dropped", "made consistent"])
+def test_a_forged_file_fails_the_owners_audit_and_never_passes_as_it_was(tmp_path, name, edges):
+    """From the file alone a forgery fails (its listed pairs are not found), protects no pair
+    (exit 4), or passes only for the weaker claim it states; against the owner's data it
+    fails, and ``perturb`` and ``Mechanism.load`` refuse what the audit does not pass."""
+    from click.testing import CliRunner
+
+    from certdp.cli import main
+
+    from .independent_audit import independent_audit
+
+    _, a = _solved_file(tmp_path)
+    forged = FORGERIES[name](a)
+    if edges == "dropped":
+        forged = {k: v for k, v in forged.items() if k not in ("edges", "edge_distance")}
+    elif edges == "made consistent":
+        forged = {**forged, **_consistent_edges(forged)}
+    p = tmp_path / "forged.npz"
+    np.savez(p, **forged)
+    alone = CliRunner().invoke(main, ["audit", str(p), "--json"])
+    report = json.loads(alone.stdout)
+    assert alone.exit_code == {"passed": 0, "failed": 1, "no_pairs": 4}[report["status"]]
+    assert report["pairs_checked"] >= 0 and (report["status"] == "passed" or "pairs checked" in alone.stderr)
+    if edges == "kept" and name != "epsilon raised to 3":
+        assert report["status"] == "failed"          # it lists pairs its own geometry does not give
+    if report["status"] == "passed":                 # a weaker claim, true of the matrix: eta 1.2 or epsilon 3
+        assert name in ("eta lowered to 1.2", "epsilon raised to 3") and report["pairs_checked"] > 0
+        assert independent_audit(p)[0]
+        Mechanism.load(p)
+    else:
+        with pytest.raises(ValueError):
+            Mechanism.load(p)
+        assert CliRunner().invoke(main, ["perturb", str(p)], input="0\n").exit_code == 2
+    owner = CliRunner().invoke(main, ["audit", str(p), *OWNER])
+    assert owner.exit_code == 1, owner.output
+    assert "differs from the owner's data" in owner.output
+    assert CliRunner().invoke(main, ["perturb", str(p), *OWNER], input="0\n").exit_code == 2
+
+
+def test_the_owners_audit_passes_the_owners_file_and_recomputes_the_losses(tmp_path):
+    from click.testing import CliRunner
+
+    from certdp import build_space, parse_dataset
+    from certdp.cli import main
+
+    p, a = _solved_file(tmp_path)
+    res = CliRunner().invoke(main, ["audit", str(p), *OWNER, "--json"])      # the seed is the file's
+    rep = json.loads(res.stdout)
+    assert res.exit_code == 0 and rep["pairs_checked"] == 20 and "owner's data" in rep["against"]
+    space = build_space(parse_dataset("grid:3x3"), epsilon=1.0, eta=1.5, seed=1)
+    py = audit_file(p, space=space)
+    assert py.passed and py.expected_loss == pytest.approx(rep["expected_loss"], rel=1e-12)
+    assert Mechanism.load(p, space=space).n_records == 9
+    for other in (["--cost", "travel"], ["--seed", "2", "--outputs", "5"], ["--cell", "2"]):
+        res = CliRunner().invoke(main, ["audit", str(p), *OWNER, *other])
+        assert res.exit_code == 1 and "differs from the owner's data" in res.output, other
+    for bad, match in ((["--epsilon", "1"], "need --dataset"), (OWNER[:4], "--eta")):
+        res = CliRunner().invoke(main, ["audit", str(p), *bad])
+        assert res.exit_code == 2 and res.output.startswith("Error:") and match in res.output
+
+
+def test_a_file_that_protects_no_pair_has_its_own_exit_status(tmp_path):
+    from click.testing import CliRunner
+
+    from certdp.cli import main
+
+    p, _ = _solved_file(tmp_path, eta=0.5)          # no two cells within 0.5 km: any matrix would pass
+    res = CliRunner().invoke(main, ["audit", str(p)])
+    assert res.exit_code == 4 and "protects no pair" in res.output and "0 pairs checked" in res.output
+    assert CliRunner().invoke(main, ["audit", str(p), "--allow-no-pairs"]).exit_code == 0
+    assert CliRunner().invoke(main, ["perturb", str(p)], input="0\n").exit_code == 2
+    ok = CliRunner().invoke(main, ["perturb", str(p), "--allow-no-pairs", "--seed", "1"], input="0\n")
+    assert ok.exit_code == 0 and ok.stdout.splitlines()[0] == "record,output"
+    with pytest.raises(ValueError, match="protects no pair"):
+        Mechanism.load(p)
+    assert Mechanism.load(p, allow_no_pairs=True).edges.shape == (0, 2)
+
+
+@pytest.mark.parametrize("tag,status", [("certdp-mechanism/2", "passed"), ("scaledp-mechanism/2", "passed"),
+                                        (None, "unverifiable"), ("certdp-mechanism/3", "unreadable"),
+                                        ("", "unreadable"), (7, "unreadable")])
+def test_the_format_tag_is_checked(tmp_path, tag, status):
+    _, a = _solved_file(tmp_path)
+    arrays = {k: v for k, v in a.items() if k != "format"}
+    if tag is not None:
+        arrays["format"] = np.array(tag)
+    p = tmp_path / "t.npz"
+    np.savez(p, **arrays)
+    if status == "unreadable":
+        with pytest.raises(MechanismFileError):
+            audit_file(p)
+    else:
+        assert audit_file(p).status == status
+
+
+@pytest.mark.parametrize("field,value", [
+    ("edges", lambda a: a["edges"].astype(float) + 0.4),          # truncated, they would be the same pairs
+    ("output_records", lambda a: a["output_records"].astype(float)),
+    ("matrix", lambda a: a["matrix"] + 1e-3j),                    # cast, it would lose its imaginary part
+    ("points", lambda a: a["points"].astype(complex)),
+    ("epsilon", lambda a: np.array("1.0")),
+    ("metric", lambda a: np.array(1.0)),
+    ("edge_distance", lambda a: a["edge_distance"].reshape(-1, 1)),
+])
+def test_an_array_of_the_wrong_kind_is_refused_not_converted(tmp_path, field, value):
+    _, a = _solved_file(tmp_path)
+    p = tmp_path / "t.npz"
+    np.savez(p, **{**a, field: value(a)})
+    with pytest.raises(MechanismFileError, match=field):
+        audit_file(p)
+
+
+def test_a_mechanism_cannot_be_changed_after_it_is_certified(tmp_path):
+    p, _ = _solved_file(tmp_path)
+    m = Mechanism.load(p)
+    with pytest.raises(AttributeError, match="cannot be changed"):
+        m.epsilon = 0.01
+    with pytest.raises(AttributeError, match="cannot be changed"):
+        m.edges = m.edges[:0]
+    for arr in (m.matrix, m.edges, m.edge_distance, m.cost, m.prior, m.output_records, m.geometry.points):
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = arr[0] * 2
+    with pytest.raises(TypeError):
+        m.metadata["method"] = "forged"
+    assert audit_file(m.save(tmp_path / "again.npz")).passed
+
+
+def test_python_inputs_of_the_wrong_kind_are_refused_not_converted():
+    from certdp import Space
+    from certdp.space import Geometry
+
+    Z = np.array([[0.7, 0.3], [0.3, 0.7]])
+    g = Geometry(1.5, "euclidean", points=np.array([[0.0], [1.0]]))
+    with pytest.raises(TypeError, match="edges must hold integers"):
+        Mechanism(Z, 1.0, np.array([[0.0, 1.0]]), D1, geometry=g)
+    with pytest.raises(TypeError, match="output_records must hold integers"):
+        Mechanism(Z, 1.0, EDGE, D1, geometry=g, output_records=np.array([0.0, 1.0]))
+    with pytest.raises(TypeError, match="complex"):
+        Mechanism(Z + 0j, 1.0, EDGE, D1)
+    with pytest.raises(TypeError, match="complex"):
+        Space(cost=np.ones((2, 2)) + 1j, prior=np.full(2, 0.5), epsilon=1.0, eta=1.0, points=np.array([[0.0], [1.0]]))
+    with pytest.raises(TypeError, match="output_records must hold integers"):
+        Space(cost=np.ones((2, 2)), prior=np.full(2, 0.5), epsilon=1.0, eta=1.0, points=np.array([[0.0], [1.0]]),
+              output_records=np.array([0.0, 1.0]))
+    with pytest.raises(UnverifiedMechanismError, match="do not match the geometry"):
+        Mechanism(Z, 1.0, np.zeros((0, 2), dtype=np.int64), np.zeros(0), geometry=g)   # a pair left out

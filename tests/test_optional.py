@@ -40,6 +40,15 @@ def test_plots_name_the_plot_extra_on_the_command_line(without, tmp_path):
     assert "Traceback" not in res.output
 
 
+def test_a_parquet_table_without_an_engine_names_the_parquet_extra(without, tmp_path):
+    without("pyarrow", "fastparquet")
+    t = tmp_path / "t.parquet"
+    t.write_bytes(b"PAR1 not read: the engine is missing")
+    res = CliRunner().invoke(main, ["view", "build", str(t), "--columns", "a", "--out", str(tmp_path / "v.json")])
+    assert res.exit_code == 1 and "certdp[parquet]" in res.output and "Traceback" not in res.output
+    assert res.output.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
+
+
 def test_importing_certdp_leaves_the_heavy_libraries_to_the_code_that_needs_them():
     """``import certdp`` (every CLI call, every worker process) does not import scikit-learn
     (k-means partitions only) or pandas (CSV readers, views): together they cost about 0.9 s."""

@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from certdp.lp.executors import EXECUTORS
+
 from .._common import output_args, target, write_table
 
 
@@ -188,7 +190,7 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--mono-max", type=int, default=1000)
     ap.add_argument("--mono-cap", type=float, default=600.0)
-    ap.add_argument("--executor", default="threads", choices=["threads", "process", "dask"],
+    ap.add_argument("--executor", default="threads", choices=EXECUTORS,
                     help="where the outputs decomposition prices (a LocalCluster of 2 workers for dask)")
     a = output_args(ap).parse_args()
     raw: list[dict] = []

@@ -237,7 +237,7 @@ def figure7_causes(a, df, doms):
                 res = []
                 for r in range(a.reps):
                     v = build_view(t, method, a.epsilon, a.seed + r, **params)
-                    ans = v.answer(w)
+                    ans = v.estimates(w)
                     err = (ans - truth) ** 2
                     res.append((*decomposed_rmse(v, t, w, truth), v.n_blocks,
                                 np.sqrt(err[touch].mean()) if touch.any() else np.nan, np.sqrt(err[~touch].mean())))
@@ -260,7 +260,7 @@ def decomposed_rmse(v, t, w, truth):
     from certdp.views.view import answer_boxes
 
     sums = leaf_truth(v, t)[0]
-    return (rmse(v.answer(w), truth), rmse(answer_boxes(v.lo, v.hi, sums, t.shape, w), truth),
+    return (rmse(v.estimates(w), truth), rmse(answer_boxes(v.lo, v.hi, sums, t.shape, w), truth),
             rmse(answer_boxes(v.lo, v.hi, v.values - sums, t.shape, w), np.zeros_like(truth)))
 
 
@@ -348,7 +348,7 @@ def ablation(a, df, doms):
                     t0 = time.perf_counter()
                     v = build_view(t, "ripost", eps, a.seed + r, **kw)
                     secs.append(time.perf_counter() - t0)
-                    errs.append(rmse(v.answer(w), truth))
+                    errs.append(rmse(v.estimates(w), truth))
                     blocks.append(v.n_blocks)
                 e = float(np.mean(errs))
                 base = e if base is None else base
@@ -401,7 +401,7 @@ def scale(a, df, doms):
         v = build_view(t, "ripost", eps, None, variant=variant, **extra)
         s = time.perf_counter() - t0
         st = v.params["stats"]
-        e = rmse(v.answer(w), truth)
+        e = rmse(v.estimates(w), truth)
         raw.append({"table": name, "epsilon": eps, "rep": rep, "label": label, "seconds": s, "rmse": e,
                     "split_axes": v.params["split_axes"], **st, "spent": v.spent})
         base = s if base is None else base

@@ -1,39 +1,211 @@
-"""File helpers shared by the modules that save results."""
+"""The one writer and the one reader of files and text from outside.
+
+Writing. Every result certdp writes (a mechanism, a JSON report, a view, a plot) goes through
+:func:`atomic_target`, under a name chosen by :func:`output_path`:
+
+- :func:`output_path` is the rule for a path given by the user, checked before any work: a
+  name that is empty or ``-``, ends with a path separator or names an existing folder is
+  refused (a result is a file; give its name), as is an existing special file (``/dev/null``, a FIFO, a
+  device: nothing is written *through* a special file, and no ``/dev/null.npz`` beside it);
+  the suffix is added when the name does not end with it; every part of the name must fit
+  the file system (255 bytes), and a file must be creatable in the nearest existing folder
+  (probed by creating and removing an empty temporary file, which catches permissions, for
+  root too, and read-only file systems).
+- :func:`atomic_target` writes to a temporary file beside the target and renames it over the
+  target only when the write is complete, so a failed or interrupted write never leaves a
+  partial file. Every ``OSError`` on the way (disk full, file too large, permission, read-only
+  file system, a name too long, a folder in the way) becomes one :class:`OutputError` naming
+  the path and the reason.
+
+Reading. :func:`input_file` and :func:`read_bytes` open a file the user names (a missing
+file, a folder, a FIFO, a name too long or an unreadable file is one ``ValueError`` naming
+it); :func:`load_json` is the one parser of JSON that comes from outside certdp: its nesting
+depth is checked before parsing.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
+NAME_MAX = 255
+"""The longest name (in bytes) of one part of a path that certdp writes: the limit of every
+common file system."""
+
+
+class OutputError(ValueError):
+    """A result cannot be written where it was asked: one line naming the path and the reason."""
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device (disk full)"
+    if exc.errno == errno.EFBIG:
+        return "the file is larger than this process may write (file size limit)"
+    if exc.errno == errno.EROFS:
+        return "the file system is read-only"
+    if exc.errno == errno.ENAMETOOLONG:
+        return f"a name is too long (at most {NAME_MAX} bytes per part)"
+    return (exc.strerror or type(exc).__name__).rstrip(".")
+
+
+def _refuse_non_file(q: Path, what: str) -> None:
+    if q.is_dir():
+        raise OutputError(f"{what}: {q} is a folder; give a file name")
+    if q.exists() and not q.is_file():
+        raise OutputError(f"{what}: {q} is a special file (a device, FIFO or socket), not a file to write")
+
+
+def output_path(path: str | Path, suffix: str = "", *, what: str = "--out") -> Path:
+    """The file a result given as ``path`` is written to (``suffix`` added when the name does
+    not end with it), checked before any work; :class:`OutputError` naming ``what`` otherwise
+    (see the module docstring for the rule)."""
+    raw = os.fspath(path)
+    if not isinstance(raw, str):
+        raw = os.fsdecode(raw)
+    if not raw.strip():
+        raise OutputError(f"{what}: empty path; give a file name")
+    if raw == "-":
+        raise OutputError(f"{what}: '-' (standard output) cannot take this result; give a file name")
+    if "\x00" in raw:
+        raise OutputError(f"{what}: a path cannot contain a NUL byte")
+    given = Path(raw)
+    if raw.endswith(("/", os.sep)) or given.name in ("", ".", ".."):
+        raise OutputError(f"{what}: {raw} names a folder; give a file name")
+    p = given if not suffix or given.name.endswith(suffix) else given.with_name(given.name + suffix)
+    long = [part for part in p.parts if len(os.fsencode(part)) > NAME_MAX]
+    if long:
+        raise OutputError(f"{what}: the name {long[0][:40]}... is {len(os.fsencode(long[0]))} bytes long"
+                          + (f" with its suffix {suffix}" if p is not given and long[0] == p.name else "")
+                          + f"; a part of a path may have at most {NAME_MAX} bytes")
+    try:
+        _refuse_non_file(given, what)
+        _refuse_non_file(p, what)
+        parent = p.parent
+        while not parent.exists():
+            parent = parent.parent
+    except OSError as exc:
+        raise OutputError(f"{what}: {p} cannot be written: {_reason(exc)}") from None
+    if not parent.is_dir():
+        raise OutputError(f"{what}: {parent} is not a folder, so {p} cannot be written")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise OutputError(f"{what}: {p} cannot be written (permission denied)")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".tmp-")
+    except OSError as exc:
+        raise OutputError(f"{what}: {p} cannot be written: {_reason(exc)} in {parent}") from None
+    os.close(fd)
+    os.unlink(probe)
+    return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_pending: dict[str, Path] = {}     # temporary file -> the file it will replace
+_written: list[Path] = []          # files this process has written
+_registry = threading.RLock()
+
 
 @contextmanager
 def atomic_target(path: str | Path, suffix: str) -> Iterator[str]:
     """Yield a temporary file name beside ``path``; on success it replaces ``path``, on any
-    error it is removed, so a failed write never leaves a partial file behind."""
+    error it is removed, so a failed write never leaves a partial file behind. An ``OSError``
+    (raised here or by the caller's write) becomes an :class:`OutputError` naming ``path``.
+    The write is registered while it lasts, so that a process stopped by a signal removes it
+    too (:func:`abandon_writes`)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=suffix)
-    os.close(fd)
+    tmp: str | None = None
     try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=suffix)
+        os.close(fd)
+        with _registry:
+            _pending[tmp] = p
         yield tmp
-        os.replace(tmp, p)
+        os.chmod(tmp, 0o666 & ~_umask())      # the permissions of a file created normally
+        with _registry:
+            os.replace(tmp, p)
+            _written.append(p)
+    except OSError as exc:
+        raise OutputError(f"cannot write {p}: {_reason(exc)}") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None:
+            with _registry:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                _pending.pop(tmp, None)
+
+
+def abandon_writes(wait: float = 0.2) -> list[Path]:
+    """For a process about to exit on a signal, from any thread: remove the temporary file of
+    every write still under way and return the files already written. A write whose temporary
+    file is gone has replaced its file (the replacement is atomic), so it counts as written.
+    The registry is taken for at most ``wait`` seconds (the thread holding it may be stuck)
+    and never given back, so no write completes afterwards."""
+    _registry.acquire(timeout=wait)
+    written = list(_written)
+    for tmp, target in list(_pending.items()):
+        try:
             os.unlink(tmp)
+        except FileNotFoundError:
+            written.append(target)
+        except OSError:
+            pass
+    return written
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
     """Write ``obj`` as JSON to ``path`` atomically (numbers numpy gives are written as floats)."""
+    text = json.dumps(obj, default=float)
     with atomic_target(path, ".json") as tmp:
-        Path(tmp).write_text(json.dumps(obj, default=float))
+        Path(tmp).write_text(text)
     return Path(path)
+
+
+def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write named arrays as a compressed ``.npz`` to ``path`` atomically (no pickle)."""
+    with atomic_target(path, ".npz") as tmp:
+        np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
+    return Path(path)
+
+
+def input_file(path: str | Path, what: str) -> Path:
+    """``path`` as a file to read, named ``what`` in errors: ValueError when it is missing, is
+    not a regular file (a folder, a FIFO that would block, a device) or cannot be looked up
+    (a name too long, a folder that cannot be searched), instead of an ``OSError``."""
+    p = Path(path)
+    try:
+        if p.is_file():
+            return p
+        exists = p.exists()
+    except (OSError, ValueError) as exc:
+        reason = _reason(exc) if isinstance(exc, OSError) else "a path cannot contain a NUL byte"
+        raise ValueError(f"{what} {str(p)[:80]}: {reason}") from None
+    if not exists:
+        raise ValueError(f"{what} not found: {p}")
+    raise ValueError(f"{what} {p} is not a regular file (a folder, FIFO or device)")
+
+
+def read_bytes(path: str | Path, what: str) -> bytes:
+    """The bytes of the file ``path`` (:func:`input_file`), a read error as one ValueError."""
+    p = input_file(path, what)
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} {p}: {_reason(exc)}") from None
 
 
 MAX_JSON_DEPTH = 32

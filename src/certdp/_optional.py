@@ -11,10 +11,16 @@ class MissingExtraError(ImportError):
     """An optional dependency is not installed."""
 
 
-def require(module: str, extra: str, purpose: str) -> ModuleType:
-    """Import ``module``, or raise :class:`MissingExtraError` saying which extra provides it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingExtraError(f"{purpose} needs the optional dependency {module!r}, which is not installed "
-                                f"({exc}); install it with: pip install 'certdp[{extra}]'") from None
+def require(module: str | tuple[str, ...], extra: str, purpose: str) -> ModuleType:
+    """Import ``module`` (or the first of several alternatives that imports), or raise
+    :class:`MissingExtraError` saying which extra provides it."""
+    names = (module,) if isinstance(module, str) else module
+    why = []
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            why.append(str(exc))
+    shown = " or ".join(repr(n) for n in names)
+    raise MissingExtraError(f"{purpose} needs the optional dependency {shown}, which is not installed "
+                            f"({'; '.join(why)}); install it with: pip install 'certdp[{extra}]'")

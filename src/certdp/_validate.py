@@ -72,20 +72,56 @@ def int_in_range(name: str, value: Any, lo: int, hi: int | None = None) -> int:
     return v
 
 
-def finite_array(name: str, value: Any, *, ndim: int | None = None, nonneg: bool = False,
-                 dtype: Any = np.float64) -> np.ndarray:
-    """Return ``value`` as a float array after checking shape, finiteness and sign."""
+def real_array(name: str, value: Any, *, ndim: int | None = None, dtype: Any = np.float64) -> np.ndarray:
+    """Return ``value`` as a real array of ``dtype`` (NaN and inf kept). Refuses what the
+    conversion would silently change: complex numbers (numpy would drop the imaginary part),
+    strings, booleans and objects."""
     try:
-        arr = np.asarray(value, dtype=dtype)
+        raw = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a numeric array: {exc}") from None
+    if raw.dtype.kind == "c":
+        raise TypeError(f"{name} must be real, got complex numbers ({raw.dtype})")
+    if raw.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must be a numeric array, got {raw.dtype} values")
+    arr = raw.astype(dtype, copy=False)
     if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    return arr
+
+
+def finite_array(name: str, value: Any, *, ndim: int | None = None, nonneg: bool = False,
+                 dtype: Any = np.float64) -> np.ndarray:
+    """Return ``value`` as a real array (:func:`real_array`) after checking shape, finiteness
+    and sign."""
+    arr = real_array(name, value, ndim=ndim, dtype=dtype)
     if not np.all(np.isfinite(arr)):
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} must contain only finite values; {bad} entries are NaN or inf")
     if nonneg and arr.size and float(arr.min()) < 0:
         raise ValueError(f"{name} must be non-negative; smallest entry is {float(arr.min())}")
+    return arr
+
+
+def int_array(name: str, value: Any, *, ndim: int | None = None, lo: int | None = None,
+              hi: int | None = None) -> np.ndarray:
+    """Return ``value`` as an int64 array after checking that it holds integers (a float,
+    complex, boolean or string array is refused, never truncated), its shape and its range
+    ``[lo, hi]``."""
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an integer array: {exc}") from None
+    if raw.dtype.kind not in "iu" and not (raw.size == 0 and raw.dtype.kind == "f"):
+        raise TypeError(f"{name} must hold integers, got {raw.dtype} values")
+    if raw.dtype.kind == "u" and raw.size and int(raw.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} holds integers beyond int64")
+    arr = raw.astype(np.int64, copy=False)
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if arr.size and ((lo is not None and int(arr.min()) < lo) or (hi is not None and int(arr.max()) > hi)):
+        allowed = f">= {lo}" if hi is None else (f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")
+        raise ValueError(f"{name} must be {allowed}; it holds {int(arr.min())} .. {int(arr.max())}")
     return arr
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _validate as V
 from .audit import VerifyReport, verify, violated
 from .graph import edge_components
 
@@ -106,13 +107,13 @@ def certify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance
 
     See the module docstring for the algorithm and its proof.
     """
-    Z = np.array(matrix, dtype=np.float64, copy=True)
+    Z = np.array(V.real_array("matrix", matrix), dtype=np.float64, copy=True)
     if Z.ndim != 2 or Z.shape[1] < 1:
         raise ValueError(f"matrix must be 2-D with at least one output, got shape {Z.shape}")
     if not np.all(np.isfinite(Z)):
         raise ValueError("matrix contains NaN or inf entries; it cannot be certified")
-    E = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    d = np.asarray(edge_distance, dtype=np.float64).reshape(-1)
+    E = V.int_array("edges", edges).reshape(-1, 2)
+    d = V.real_array("edge_distance", edge_distance).reshape(-1)
     row_err = float(np.max(np.abs(Z.sum(axis=1) - 1.0)))
     clipped = float(-Z[Z < 0].sum())
     np.maximum(Z, 0.0, out=Z)

@@ -68,10 +68,6 @@ class MDPGraph:
         groups = np.split(order, np.cumsum(np.bincount(lab, minlength=n_comp))[:-1])
         return sorted(groups, key=len, reverse=True)
 
-    def degrees(self) -> np.ndarray:
-        """(N,) the number of neighbours of each record."""
-        return np.bincount(self.edges.ravel(), minlength=self.n)
-
     def path_distances(self, sources: np.ndarray | None = None, limit: float = np.inf) -> np.ndarray:
         """Shortest-path distances D (Property 3.2) from ``sources`` (default all) to every
         record; ``inf`` where no path (of length <= ``limit``) exists."""
@@ -126,18 +122,3 @@ class MDPGraph:
             best = np.min(A + B, axis=1)
             implied[s:s + cblock] = best <= self.distance[s:s + cblock]
         return implied
-
-
-@dataclass(frozen=True)
-class ReductionReport:
-    """How many mDP constraints each exact reduction removed."""
-
-    n_edges: int
-    n_edges_kept: int
-    n_components: int
-    largest_component: int
-
-    @property
-    def n_edges_removed(self) -> int:
-        """Edges whose constraints the reduction dropped as implied."""
-        return self.n_edges - self.n_edges_kept

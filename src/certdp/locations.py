@@ -197,6 +197,7 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
         """Build (or load) the mechanism from the area. ``X`` and ``y`` are ignored: the
         mechanism must not depend on the points it protects."""
         labels: tuple[str, ...] | None
+        points: np.ndarray | None
         if self.mechanism is not None:
             mech = self.mechanism if isinstance(self.mechanism, Mechanism) else Mechanism.load(self.mechanism)
             g = mech.geometry
@@ -221,14 +222,15 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
             log.info("building a %s mechanism over %d locations of %s (K=%d, eps=%g/km, eta=%g km)",
                      self.method, space.n_records, space.name, space.n_outputs, space.epsilon, space.eta)
             res = solve(space, self.method, progress=self.progress, **dict(self.options or {}))
+            assert isinstance(res.mechanism, Mechanism)   # a method with a matrix (checked above)
             mech = res.mechanism
-            assert isinstance(mech, Mechanism)
             if ds.labels is not None:
-                mech.metadata["labels"] = list(ds.labels)
+                mech = mech.with_metadata(labels=list(ds.labels))
             self.result_ = res
             points, labels = space.points, ds.labels
             cell = getattr(ds.travel, "cell", None) if ds.name.startswith("area:") else None
         self.mechanism_ = mech
+        assert points is not None and mech.output_points is not None   # an area's, a network's or a file's
         self.locations_ = pd.DataFrame({"lat": points[:, 0], "lon": points[:, 1],
                                         "label": list(labels) if labels else [str(i) for i in range(len(points))]})
         out = mech.output_points
@@ -294,7 +296,9 @@ class LocationObfuscator(TransformerMixin, BaseEstimator):
         GeoDataFrame, new Point geometries). Raises ValueError for a point outside the area."""
         _, rec, km = self._snap(X)
         drawn = self.mechanism_.perturb(rec, rng=self._generator) if len(rec) else np.empty(0, dtype=np.int64)
-        new = self.mechanism_.output_points[drawn]
+        out = self.mechanism_.output_points
+        assert out is not None   # checked when fitted
+        new = out[drawn]
         if len(km):
             log.info("perturbed %d points (snapping distance: median %.3g km, largest %.3g km)",
                      len(km), float(np.median(km)), float(km.max()))

@@ -18,12 +18,12 @@ from .space import Space
 # ---------------------------------------------------------------------- losses
 def per_record_loss(matrix: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """L(M, w) = sum_k c[w, k] M[w, k] for every record w (paper 002, Eq. 3)."""
-    return np.einsum("ik,ik->i", np.asarray(matrix, dtype=np.float64), np.asarray(cost, dtype=np.float64))
+    return np.einsum("ik,ik->i", V.real_array("matrix", matrix), V.real_array("cost", cost))
 
 
 def expected_loss(matrix: np.ndarray, cost: np.ndarray, prior: np.ndarray) -> float:
     """sum_i p[i] sum_k c[i, k] Z[i, k] (paper 000, Eq. 4)."""
-    return float(np.dot(np.asarray(prior, dtype=np.float64), per_record_loss(matrix, cost)))
+    return float(np.dot(V.real_array("prior", prior), per_record_loss(matrix, cost)))
 
 
 def worst_case_loss(matrix: np.ndarray, cost: np.ndarray) -> float:
@@ -39,11 +39,11 @@ def quantile_loss(matrix: np.ndarray, cost: np.ndarray, q: float = 0.95) -> floa
 
 def uniform_loss(cost: np.ndarray, prior: np.ndarray | None = None) -> float:
     """Expected loss of reporting an output uniformly at random (ignoring the record)."""
-    c = np.asarray(cost, dtype=np.float64)
+    c = V.real_array("cost", cost)
     per = c.mean(axis=1)
     if prior is None:
         return float(per.mean())
-    return float(np.dot(prior, per))
+    return float(np.dot(V.real_array("prior", prior), per))
 
 
 
@@ -92,7 +92,7 @@ def epsilon_tight(matrix: np.ndarray, distance: np.ndarray, delta: float = 1e-3,
     ``sum_w max(0, M_uw - t M_vw) <= delta``; that t is found exactly (sorting the ratios), and
     epsilon_tight is the largest ln(t) / d(u, v) over pairs. Pairs are screened first against
     the running maximum (one vectorised pass, chunked), and only those that could raise it
-    are solved exactly, so n = 400 takes about a second.
+    are solved exactly.
 
     Args:
         matrix: (N, K) row-stochastic matrix.
@@ -101,15 +101,15 @@ def epsilon_tight(matrix: np.ndarray, distance: np.ndarray, delta: float = 1e-3,
         pairs: optional (P, 2) unordered pairs to check (default: every pair).
     """
     delta = V.open_unit("delta", delta)
-    Z = np.asarray(matrix, dtype=np.float64)
-    D = np.asarray(distance, dtype=np.float64)
+    Z = V.real_array("matrix", matrix, ndim=2)
+    D = V.real_array("distance", distance)
     N = Z.shape[0]
     if D.shape != (N, N):
         raise ValueError(f"distance must be ({N}, {N}), got {D.shape}")
     if pairs is None:
         iu, ju = np.triu_indices(N, 1)
     else:
-        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        pr = V.int_array("pairs", pairs).reshape(-1, 2)
         iu, ju = pr[:, 0], pr[:, 1]
     u = np.concatenate([iu, ju])
     v = np.concatenate([ju, iu])

@@ -2,29 +2,35 @@
 its file, and :class:`SolveResult`, the one value every solver returns.
 
 A :class:`Mechanism` can only be constructed from a matrix that passes the exact check of
-:func:`certdp.audit.verify` for its epsilon and neighbour pairs; the constructor runs it.
+:func:`certdp.audit.verify` for its epsilon and neighbour pairs (and, when it carries its
+geometry, pairs that are exactly those the geometry gives); the constructor runs it, and
+nothing can be changed afterwards: its fields cannot be reassigned and its arrays are
+read-only, so what it saves is what was certified.
 :meth:`Mechanism.certified` first repairs a solver's matrix with :func:`certdp.certify.certify`.
-The file (``.npz``, no pickle) is described in :mod:`certdp.audit`: it carries the records'
-coordinates (or distances) and eta, so anybody can recompute the protected pairs and audit it;
-:meth:`Mechanism.load` refuses a file that fails that audit.
+The file (``.npz``, no pickle) and the trust model of its audit are described in
+:mod:`certdp.audit`; :meth:`Mechanism.load` runs that audit and refuses whatever it does not
+pass.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 import numpy as np
 
 from . import _validate as V
-from ._io import atomic_target
-from .audit import FORMAT, VerifyReport, audit_with_pairs, read_mechanism_file, verify
+from ._io import output_path, write_npz
+from .audit import (FORMAT, MechanismFile, VerifyReport, audit_with_pairs, pair_list_problems, read_mechanism_file,
+                    verify)
 from .certify import CertifyReport, certify
-from .lp.outcome import SolverLimitError, relative_gap
+from .lp.outcome import SolverLimitError, Status, relative_gap
 from .measures import expected_loss, worst_case_loss
 from .randomness import RNGLike, sample_rows
 from .space import Geometry
@@ -34,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "UnverifiedMechanismError",
+__all__ = ["Mechanism", "SampledMechanism", "SolveResult", "SolverLimitError", "Status", "UnverifiedMechanismError",
            "relative_gap"]
 
 
@@ -63,39 +69,97 @@ class Mechanism:
 
     __slots__ = ("_matrix", "epsilon", "edges", "edge_distance", "geometry", "output_records", "cost",
                  "prior", "metadata", "verification", "_cdf")
+    _matrix: np.ndarray
+    epsilon: float
+    edges: np.ndarray
+    edge_distance: np.ndarray
+    geometry: Geometry | None
+    output_records: np.ndarray | None
+    cost: np.ndarray | None
+    prior: np.ndarray | None
+    metadata: Mapping[str, Any]
+    verification: VerifyReport
+    _cdf: np.ndarray | None
 
     def __init__(self, matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,
                  *, geometry: Geometry | None = None, output_records: np.ndarray | None = None,
                  cost: np.ndarray | None = None, prior: np.ndarray | None = None,
-                 metadata: dict[str, Any] | None = None) -> None:
-        Z = np.array(matrix, dtype=np.float64, copy=True)
+                 metadata: Mapping[str, Any] | None = None) -> None:
+        self._certify(matrix, epsilon, edges, edge_distance, geometry, output_records, cost, prior, metadata, None)
+
+    def _certify(self, matrix: Any, epsilon: Any, edges: Any, edge_distance: Any, geometry: Geometry | None,
+                 output_records: Any, cost: Any, prior: Any, metadata: Mapping[str, Any] | None,
+                 audited: VerifyReport | None) -> None:
+        """Check and freeze every field; ``audited``: the passed exact check that
+        :meth:`load`'s audit already ran on these very arrays and pairs (else it runs here)."""
+        Z = _read_only(V.real_array("matrix", matrix, ndim=2))
         eps = V.positive_float("epsilon", epsilon)
-        E = np.asarray(edges, dtype=np.int64).reshape(-1, 2).copy()
-        d = np.asarray(edge_distance, dtype=np.float64).reshape(-1).copy()
-        rep = verify(Z, eps, E, d)
+        n, k = Z.shape
+        E = _read_only(V.int_array("edges", edges).reshape(-1, 2))
+        d = _read_only(V.real_array("edge_distance", edge_distance, ndim=1))
+        if output_records is not None:
+            output_records = _read_only(V.int_array("output_records", output_records, ndim=1, lo=0, hi=n - 1))
+            if output_records.shape != (k,):
+                raise ValueError(f"output_records must have K={k} entries, got shape {output_records.shape}")
+        if cost is not None:
+            cost = _read_only(V.finite_array("cost", cost, ndim=2, nonneg=True))
+            if cost.shape != (n, k):
+                raise ValueError(f"cost must be ({n}, {k}), got shape {cost.shape}")
+        if prior is not None:
+            prior = _read_only(V.finite_array("prior", prior, ndim=1, nonneg=True))
+            if prior.shape != (n,):
+                raise ValueError(f"prior must have one entry per record ({n}), got shape {prior.shape}")
+        rep = audited if audited is not None else verify(Z, eps, E, d)
         if not rep.passed:
             raise UnverifiedMechanismError(
                 f"matrix fails exact {eps}-mDP: {rep.violations} violated inequalities, "
                 f"max row-sum error {rep.max_row_error:.3g}, min entry {rep.min_entry:.3g}")
-        Z.setflags(write=False)
-        self._matrix = Z
-        self.epsilon = eps
-        self.edges = E
-        self.edge_distance = d
-        self.geometry = geometry
-        self.output_records = None if output_records is None else np.asarray(output_records, dtype=np.int64)
-        self.cost = None if cost is None else np.asarray(cost, dtype=np.float64)
-        self.prior = None if prior is None else np.asarray(prior, dtype=np.float64)
-        self.metadata = dict(metadata or {})
-        self.verification: VerifyReport = rep
-        self._cdf: np.ndarray | None = None
+        if geometry is not None and audited is None:
+            problems = pair_list_problems(n, (E, d), geometry.pairs(), "its geometry")
+            if problems:
+                raise UnverifiedMechanismError("the pairs do not match the geometry: " + "; ".join(problems))
+        for name, value in (("_matrix", Z), ("epsilon", eps), ("edges", E), ("edge_distance", d),
+                            ("geometry", geometry), ("output_records", output_records), ("cost", cost),
+                            ("prior", prior), ("metadata", MappingProxyType(copy.deepcopy(dict(metadata or {})))),
+                            ("verification", rep), ("_cdf", None)):
+            object.__setattr__(self, name, value)
+
+    def with_metadata(self, **extra: Any) -> "Mechanism":
+        """The same certified mechanism with ``extra`` added to its metadata. Metadata is
+        information, not part of the guarantee, so the certified arrays are shared as they are."""
+        new = type(self).__new__(type(self))
+        for name in self.__slots__:
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "metadata", MappingProxyType(copy.deepcopy({**self.metadata, **extra})))
+        return new
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Mechanism cannot be changed after it is certified (setting {name!r}); "
+                             "build a new one, which is certified again")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Mechanism cannot be changed after it is certified (deleting {name!r})")
 
     @classmethod
-    def certified(cls, space: "Space", matrix: np.ndarray, **metadata: Any) -> tuple["Mechanism", CertifyReport]:
-        """Certify ``matrix`` (a solver's approximately feasible answer) on every neighbouring
-        pair of ``space`` and wrap it with the space's costs, prior and outputs. ``metadata``
-        (method, options) is stored with the instance's name, eta and the mixing certification
-        needed."""
+    def certified(cls, space: "Space | Geometry", matrix: np.ndarray, *, epsilon: float | None = None,
+                  **metadata: Any) -> tuple["Mechanism", CertifyReport]:
+        """The one way a solver's matrix becomes a Mechanism: certify ``matrix`` (an
+        approximately feasible answer) on every neighbouring pair and wrap it.
+
+        ``space`` is the :class:`~certdp.space.Space` the matrix solves (its epsilon, pairs,
+        costs, prior and outputs are used), or, for records that are not a Space (an LR-Geo
+        user's LR set), their :class:`~certdp.space.Geometry` with ``epsilon``. ``metadata``
+        (method, options) is stored with eta, the instance's name and seed, and the mixing
+        certification needed."""
+        if isinstance(space, Geometry):
+            if epsilon is None:
+                raise TypeError("Mechanism.certified on a Geometry needs epsilon=")
+            edges, dist = space.pairs()
+            Zc, cert = certify(matrix, epsilon, edges, dist)
+            meta = {**metadata, "eta": space.eta, "certify_mixing": cert.mixing}
+            return cls(Zc, epsilon, edges, dist, geometry=space, metadata=meta), cert
+        if epsilon is not None:
+            raise TypeError("Mechanism.certified on a Space takes its epsilon from the space")
         edges, dist = space.neighbor_pairs
         Zc, cert = certify(matrix, space.epsilon, edges, dist)
         log.debug("certified a %d x %d matrix on %d pairs: mixing %.3g, %d round(s)", Zc.shape[0], Zc.shape[1],
@@ -143,9 +207,11 @@ class Mechanism:
 
     # --------------------------------------------------------------- sampling
     def _cdfs(self) -> np.ndarray:
-        if self._cdf is None:
-            self._cdf = np.cumsum(self._matrix, axis=1)
-        return self._cdf
+        cdf = self._cdf
+        if cdf is None:
+            cdf = _read_only(np.cumsum(self._matrix, axis=1))
+            object.__setattr__(self, "_cdf", cdf)
+        return cdf
 
     def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray:
         """Draw one output index for each record index in ``records``.
@@ -171,15 +237,16 @@ class Mechanism:
 
     # ---------------------------------------------------------------- storage
     def save(self, path: str | Path) -> Path:
-        """Write the mechanism as ``.npz`` (atomically: a partial file is never left); the
-        suffix ``.npz`` is added when missing. Returns the path written."""
+        """Write the mechanism as ``.npz`` to ``path`` (the suffix ``.npz`` added when missing;
+        the rule of :func:`certdp._io.output_path`), atomically: a partial file is never left.
+        Returns the path written."""
         g = self.geometry
         if g is None:
             raise ValueError("this mechanism does not carry the records' coordinates and eta, so a file of it "
                              "could not be audited; build it with Mechanism.certified or pass geometry=")
-        arrays: dict[str, np.ndarray] = {
+        arrays: dict[str, Any] = {
             "format": np.array(FORMAT),
-            "matrix": np.asarray(self._matrix),
+            "matrix": self._matrix,
             "epsilon": np.float64(self.epsilon),
             "eta": np.float64(g.eta),
             "metric": np.array(g.metric),
@@ -187,44 +254,45 @@ class Mechanism:
             "edge_distance": self.edge_distance,
             "output_records": (self.output_records if self.output_records is not None
                                else np.full(self.n_outputs, -1, dtype=np.int64)),
-            "metadata": np.array(json.dumps(self.metadata, default=_json_default)),
+            "metadata": np.array(json.dumps(dict(self.metadata), default=_json_default)),
         }
         if g.metric == "precomputed":
-            arrays["distance_matrix"] = np.asarray(g.distance_matrix, dtype=np.float64)
+            arrays["distance_matrix"] = g.distance_matrix
         else:
-            arrays["points"] = np.asarray(g.points, dtype=np.float64)
+            arrays["points"] = g.points
         if self.cost is not None:
             arrays["cost"] = self.cost
         if self.prior is not None:
             arrays["prior"] = self.prior
-        p = npz_path(path)
-        with atomic_target(p, ".npz") as tmp:
-            np.savez_compressed(tmp, **arrays)
-        return p
+        return write_npz(output_path(path, ".npz", what="mechanism file"), arrays)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Mechanism":
-        """Read a mechanism file; refuse it (:class:`UnverifiedMechanismError`) unless it passes
-        :func:`certdp.audit.audit_file`: its pairs recomputed from its own coordinates, exact
-        mDP on them, valid costs and prior."""
-        f = read_mechanism_file(path)
-        rep, pairs = audit_with_pairs(f)
-        if not rep.passed or pairs is None:
-            raise UnverifiedMechanismError(f"{f.path} {'is unverifiable' if rep.status == 'unverifiable' else 'fails its audit'}: "
-                                           + "; ".join(rep.problems))
+    def load(cls, path: "str | Path | MechanismFile", *, space: "Space | None" = None,
+             allow_no_pairs: bool = False) -> "Mechanism":
+        """Read a mechanism file (or take one already read); refuse it
+        (:class:`UnverifiedMechanismError`) unless it passes :func:`certdp.audit.audit_file`
+        with the same ``space`` (the owner's instance, to check the file against the owner's
+        data) and ``allow_no_pairs``."""
+        f = path if isinstance(path, MechanismFile) else read_mechanism_file(path)
+        rep, pairs = audit_with_pairs(f, space=space, allow_no_pairs=allow_no_pairs)
+        if pairs is None:
+            raise UnverifiedMechanismError(rep.summary())
         g = Geometry(float(f.eta), str(f.metric), f.points, f.distance_matrix)  # type: ignore[arg-type]
-        return cls(f.matrix, float(f.epsilon), pairs[0], pairs[1], geometry=g, output_records=f.output_records,
-                   cost=f.cost, prior=f.prior, metadata=f.metadata)
+        out = None if f.output_records is None or np.all(f.output_records == -1) else f.output_records
+        mech = cls.__new__(cls)
+        mech._certify(f.matrix, f.epsilon, pairs[0], pairs[1], g, out, f.cost, f.prior, f.metadata, rep.verify)
+        return mech
 
     def __repr__(self) -> str:
         return (f"Mechanism(N={self.n_records}, K={self.n_outputs}, epsilon={self.epsilon:g}, "
                 f"pairs={len(self.edges)}, method={self.metadata.get('method', '?')!r})")
 
 
-def npz_path(path: str | Path) -> Path:
-    """``path`` with the suffix ``.npz`` (added when missing), the name a mechanism is saved under."""
-    p = Path(path)
-    return p if p.suffix == ".npz" else p.with_name(p.name + ".npz")
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``a`` (a view of a caller's array could still change through it)."""
+    b = np.array(a, copy=True)
+    b.setflags(write=False)
+    return b
 
 
 def _draw(cdf: np.ndarray, probs: np.ndarray, rng: RNGLike) -> np.ndarray:
@@ -249,9 +317,20 @@ class SampledMechanism(Protocol):
     """A mechanism without a closed-form matrix (Madlib, planar Laplace): it can only be sampled;
     its losses are estimates (see :mod:`certdp.family.additive`)."""
 
-    epsilon: float
-    n_records: int
-    n_outputs: int
+    @property
+    def epsilon(self) -> float:
+        """The privacy budget per unit distance."""
+        ...
+
+    @property
+    def n_records(self) -> int:
+        """The number of records (rows)."""
+        ...
+
+    @property
+    def n_outputs(self) -> int:
+        """The number of outputs."""
+        ...
 
     def perturb(self, records: np.ndarray | list[int] | int, rng: RNGLike = None) -> np.ndarray:
         """Draw one output index for each record index."""
@@ -264,9 +343,8 @@ class SolveResult:
     Attributes:
         mechanism: the certified mechanism (passes the exact audit).
         method: the algorithm that produced it.
-        status: 'optimal' (gap within the request), 'time_limit', 'iteration_limit',
-            'approximate' (the solver stopped at its own tolerance, e.g. PDLP; ``gap`` is still
-            true) or 'heuristic' (no optimality claim, e.g. ExpMech).
+        status: how the run ended, a :class:`~certdp.lp.outcome.Status`; its table says which
+            statuses carry a certified matrix and which a rigorous lower bound.
         upper_bound: the objective of ``mechanism`` itself (expected loss, or the worst-case
             loss max_w L(M, w) when ``objective == 'worst'``).
         lower_bound: a valid lower bound on the optimal objective of the problem solved, or
@@ -282,7 +360,7 @@ class SolveResult:
 
     mechanism: "Mechanism | SampledMechanism"
     method: str
-    status: str
+    status: Status
     upper_bound: float
     lower_bound: float | None
     gap: float | None
@@ -292,6 +370,10 @@ class SolveResult:
     stats: dict[str, Any] = field(default_factory=dict)
     objective: str = "expected"
     message: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            raise TypeError(f"SolveResult.status must be a certdp.Status, got {self.status!r}")
 
     @property
     def expected_loss(self) -> float:
@@ -307,7 +389,7 @@ class SolveResult:
         """The mechanism's worst-case loss (paper 002, Eq. 1)."""
         if self.objective == "worst":
             return self.upper_bound
-        if isinstance(self.mechanism, Mechanism):
+        if isinstance(self.mechanism, Mechanism) and self.mechanism.cost is not None:
             return worst_case_loss(self.mechanism.matrix, self.mechanism.cost)
         return float(self.stats["worst_case_loss"])
 

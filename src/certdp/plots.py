@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._io import atomic_target
 from ._optional import require
 
 
@@ -22,9 +23,11 @@ def _save(fig, path: str | Path) -> Path:
     plt = _plt()
     fig.tight_layout()
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_target(p, ".png") as tmp:
+            fig.savefig(tmp, dpi=120, format="png")
+    finally:
+        plt.close(fig)
     return p
 
 

@@ -31,7 +31,7 @@ def uniforms(size: int, rng: RNGLike = None) -> np.ndarray:
         raw = np.frombuffer(os.urandom(8 * size), dtype=np.uint64)
         return (raw >> np.uint64(11)).astype(np.float64) / _TWO53
     if isinstance(rng, CounterRNG):
-        return rng.random(size)
+        return np.asarray(rng.random(size))
     return as_generator(rng).random(size)
 
 

@@ -2,27 +2,21 @@
 
 In the style of :func:`scipy.optimize.linprog`, it checks the method's options once, picks the
 engine from one registry (:data:`METHODS`), and returns a :class:`~certdp.mechanism.SolveResult`
-whose ``status`` and ``message`` say how the run ended. An option the chosen method does not take
-is an error that names it.
+whose ``status`` (a :class:`~certdp.lp.outcome.Status`) and ``message`` say how the run ended.
+An option the chosen method does not take is an error that names it.
 
-=========  ================================================================================
-lp         paper 000's PMO LP (Eq. 4-7), monolithic HiGHS per connected component
-optmech    paper 002's OPTMech: the same LP minimising the worst-case loss
-outputs    certdp's decomposition over outputs (Dantzig-Wolfe on the row sums)
-benders    paper 000's Benders decomposition over a partition of the records
-expmech    the exponential mechanism (paper 000 Eq. 47)
-constopt   paper 002's ConstOPTMech (Algorithm 1)
-spanner    SpannerMech (Bordenabe et al. 2014): mDP rows on a delta-spanner only
-madlib     Madlib (Feyisetan et al. 2020): noise, then the nearest output (sampled)
-laplace    planar Laplace (Andres et al. 2013): noise, then the nearest output (sampled)
-=========  ================================================================================
+Each :class:`Method` lists its options as :class:`Option` values: the check, the type, the
+help and the choices, and each default is the engine's own (read from its signature). The
+``certdp solve`` command line and the docstring of :func:`solve` (``help(certdp.solve)``) are
+generated from them.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -34,16 +28,29 @@ from .family.spanner import spanner_mechanism
 from .lp.executors import EXECUTORS
 from .lp.highs import SOLVERS
 from .mechanism import SolveResult
-from .pmo.benders import INITIAL_CUTS, solve_benders
+from .pmo.benders import INITIAL_CUTS, VARIANTS, solve_benders
 from .pmo.model import OBJECTIVES
 from .pmo.monolithic import solve_monolithic
-from .pmo.outputs.solve import OUTPUT_EXECUTORS, solve_outputs
+from .pmo.outputs.solve import solve_outputs
 from .pmo.partition import PARTITIONERS
 from .progress import Progress
 from .space import Space
 
 Check = Callable[[str, Any, Space], Any]
 log = logging.getLogger(__name__)
+
+
+class Engine(Protocol):
+    """What every engine of :data:`METHODS` is: a function of the :class:`~certdp.space.Space`
+    (positional) and of its options (keywords, checked by :func:`solve` before the call; the
+    engine's defaults are the options' defaults), plus ``progress`` when the method reports
+    it. It returns a :class:`~certdp.mechanism.SolveResult` whose status is a
+    :class:`~certdp.lp.outcome.Status` and whose mechanism comes from
+    :meth:`~certdp.mechanism.Mechanism.certified` (a sampled mechanism for status
+    'estimated'), or raises :class:`~certdp.lp.outcome.SolverLimitError` when it has
+    nothing feasible."""
+
+    def __call__(self, space: Space, /, *args: Any, **options: Any) -> SolveResult: ...
 
 
 # ------------------------------------------------------------------- option checks
@@ -73,10 +80,6 @@ def _seed(name: str, v: Any, space: Space) -> int | None:
     return None if v is None else V.int_in_range(name, v, 0)
 
 
-def _choice(*allowed: str) -> Check:
-    return lambda name, v, space: V.choice(name, v, allowed)
-
-
 def _subsets(name: str, v: Any, space: Space) -> int:
     return V.int_in_range(name, v, 1, space.n_records)
 
@@ -85,11 +88,23 @@ def _r(name: str, v: Any, space: Space) -> int:
     return V.int_in_range(name, v, 1, max(space.n_outputs - 1, 0))
 
 
-def _lambdas(name: str, v: Any, space: Space) -> tuple[float, ...]:
+def parse_numbers(name: str, v: Any) -> tuple[float, ...]:
+    """At least one finite number >= 0, from a sequence, one number, or their comma-separated
+    text ('0.001,0.1,1'); ValueError naming ``name`` otherwise."""
+    if isinstance(v, str):
+        parts = [p for p in v.replace(" ", "").split(",") if p]
+        try:
+            v = [float(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"{name} must be comma-separated numbers, e.g. 0.001,0.1,1; got {v!r}") from None
     vals = [v] if isinstance(v, (int, float)) else list(v)
     if not vals:
         raise ValueError(f"{name} must hold at least one value")
     return tuple(V.nonneg_float(name, x) for x in vals)
+
+
+def _lambdas(name: str, v: Any, space: Space) -> tuple[float, ...]:
+    return parse_numbers(name, v)
 
 
 def _delta(name: str, v: Any, space: Space) -> float:
@@ -115,58 +130,156 @@ def _callable(name: str, v: Any, space: Space) -> Any:
     return v
 
 
-_LP = {"solver": _choice(*SOLVERS), "time_limit": _time_limit, "tolerance": _positive}
-_PMO = {**_LP, "reduce": _flag}
-_ROUNDS = {"gap": _positive, "max_iterations": _count}
+# ------------------------------------------------------------------- the options
+@dataclass(frozen=True)
+class Option:
+    """One option of a method.
+
+    Attributes:
+        kind: the type of its value (``int``, ``float``, ``str``, ``bool``), as the command
+            line parses it.
+        help: what it is, one phrase.
+        check: ``check(name, value, space)`` returns the value to pass, or raises ValueError or
+            TypeError naming the option; by default, membership of ``choices``.
+        choices: the allowed values, when the option names one of a list.
+        default: the default in words, where the engine's default (None) is decided from the
+            instance; else the engine's signature gives it.
+        command_line: whether ``certdp solve`` offers it (not a callable, nor the seed, which
+            is the instance's ``--seed``).
+    """
+
+    kind: type
+    help: str
+    check: Check | None = None
+    choices: tuple[str, ...] = ()
+    default: str | None = None
+    command_line: bool = True
+
+    def checked(self, name: str, value: Any, space: Space) -> Any:
+        """``value`` as the engine takes it, or ValueError/TypeError naming ``name``."""
+        if self.check is not None:
+            return self.check(name, value, space)
+        return V.choice(name, value, self.choices)
+
+
+def _choices(help: str, choices: tuple[str, ...]) -> Option:
+    return Option(str, help, choices=choices)
+
+
+_SOLVER = "HiGHS algorithm"
+_TIME_LIMIT = Option(float, "wall-clock seconds (LP methods and decompositions)", _time_limit)
+_TOLERANCE = Option(float, "HiGHS feasibility tolerance (looser is faster; certification absorbs it, the gap "
+                           "shows it)", _positive)
+_REDUCE = Option(bool, "drop the implied mDP constraints before solving (exact)", _flag)
+_GAP = Option(float, "relative gap the result must be within to be 'optimal'", _positive)
+_ROUNDS = Option(int, "round limit", _count)
+_OBJECTIVE = _choices("expected loss (paper 000) or worst-case loss (paper 002)", OBJECTIVES)
+_SCHEDULER = Option(str, "address of an existing Dask scheduler (implies executor dask)", _address)
+_EXECUTOR = _choices("where the parallel work runs: threads of this process, local worker processes, or "
+                     "dask (a local cluster of that many workers, or the scheduler's)", EXECUTORS)
+_SEED = Option(int, "seed of the method's own randomness", _seed, command_line=False)
+_Q = Option(float, "quantile of the loss L_q reported", _quantile)
+
+_LP = {"solver": _choices(_SOLVER, (*SOLVERS, "auto")), "time_limit": _TIME_LIMIT, "tolerance": _TOLERANCE,
+       "reduce": _REDUCE, "gap": _GAP}
+_DECOMPOSITION = {"gap": _GAP, "max_iterations": _ROUNDS, "time_limit": _TIME_LIMIT, "tolerance": _TOLERANCE,
+                  "reduce": _REDUCE, "executor": Option(str, _EXECUTOR.help, choices=EXECUTORS,
+                                                        default="dask with a scheduler, else threads"),
+                  "scheduler": _SCHEDULER}
+_ADDITIVE = {"draws": Option(int, "Monte Carlo draws per record", _count), "q": _Q, "seed": _SEED}
 
 
 # ------------------------------------------------------------------- the registry
 @dataclass(frozen=True)
 class Method:
-    """One way to compute a mechanism: its engine, the options it takes (with their checks),
-    options it fixes, and whether the engine reports progress."""
+    """One way to compute a mechanism: its engine, the options it takes, options it fixes, and
+    whether the engine reports progress."""
 
     name: str
-    engine: Callable[..., SolveResult]
-    options: Mapping[str, Check]
+    engine: Engine
+    options: Mapping[str, Option]
     summary: str
     fixed: Mapping[str, Any] = field(default_factory=dict)
     reports_progress: bool = True
 
+    def default(self, option: str) -> str:
+        """The default of ``option``, in words where it depends on the instance."""
+        text = self.options[option].default
+        if text is not None:
+            return text
+        value = inspect.signature(self.engine).parameters[option].default
+        if value is None:
+            return "none"
+        return ",".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value}"
+
 
 METHODS: dict[str, Method] = {m.name: m for m in (
-    Method("lp", solve_monolithic, {**_PMO, "solver": _choice(*SOLVERS, "auto"), "gap": _positive,
-                                    "objective": _choice(*OBJECTIVES)},
+    Method("lp", solve_monolithic, {**_LP, "objective": _OBJECTIVE},
            "PMO LP of paper 000 (Eq. 4-7), monolithic HiGHS per component; objective 'worst' is OPTMech"),
-    Method("optmech", solve_monolithic, {**_PMO, "solver": _choice(*SOLVERS, "auto"), "gap": _positive},
-           "OPTMech of paper 002: the LP of least worst-case loss",
+    Method("optmech", solve_monolithic, _LP, "OPTMech of paper 002: the LP of least worst-case loss",
            fixed={"objective": "worst"}),
     Method("outputs", solve_outputs,
-           {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag, "workers": _workers,
-            "executor": _choice(*OUTPUT_EXECUTORS), "scheduler": _address},
+           {**_DECOMPOSITION, "workers": Option(int, "pricing threads, processes or Dask workers", _workers,
+                                                default="one per core")},
            "decomposition over outputs (certdp): certified matrix and rigorous bound, fast"),
     Method("benders", solve_benders,
-           {**_ROUNDS, "time_limit": _time_limit, "tolerance": _positive, "reduce": _flag,
-            "partition": _choice(*PARTITIONERS), "subsets": _subsets, "initial_cuts": _choice(*INITIAL_CUTS),
-            "variant": _choice("paper", "improved"), "seed": _seed, "executor": _choice(*EXECUTORS), "workers": _count,
-            "scheduler": _address, "runner_factory": _callable},
+           {**_DECOMPOSITION,
+            "executor": Option(str, _EXECUTOR.help, choices=EXECUTORS,
+                               default="dask with a scheduler, process when workers > 1, else threads"),
+            "workers": Option(int, "subproblem threads, processes or Dask workers", _count),
+            "partition": _choices("how to partition the records", PARTITIONERS),
+            "subsets": Option(int, "number of subsets M", _subsets, default="25, or N when fewer"),
+            "initial_cuts": _choices("Property 3.2 cuts between non-neighbouring boundary records of a subset, "
+                                     "or none", INITIAL_CUTS),
+            "variant": _choices("'paper' is the algorithm as published; 'improved' adds elastic blocks, a certified "
+                                "upper bound every round, a stabilised master and the envelope inequalities",
+                                tuple(VARIANTS)),
+            "seed": Option(int, "seed of the k-means partitioners", _seed, command_line=False),
+            "runner_factory": Option(object, "f(blocks) -> Runner, in place of executor", _callable,
+                                     command_line=False)},
            "Benders decomposition over a partition of the records (paper 000, section 3)"),
     Method("expmech", exponential_mechanism, {}, "exponential mechanism (paper 000 Eq. 47)",
            reports_progress=False),
     Method("constopt", constopt_mechanism,
-           {"r": _r, "lambdas": _lambdas, "select": _choice("worst", "quantile"), "q": _quantile,
-            "solver": _choice(*SOLVERS, "auto"), "time_limit": _time_limit, "tolerance": _positive},
+           {"r": Option(int, "nearest neighbours left free", _r, default="10, or K - 1 when fewer"),
+            "lambdas": Option(str, "penalties to sweep (numbers, or their comma-separated text)", _lambdas),
+            "select": _choices("the loss that picks lambda: worst-case, or L_q at q", ("worst", "quantile")),
+            "q": _Q, "solver": _choices(_SOLVER, (*SOLVERS, "auto")), "time_limit": _TIME_LIMIT,
+            "tolerance": _TOLERANCE},
            "ConstOPTMech of paper 002 (Algorithm 1), best of a lambda sweep"),
     Method("spanner", spanner_mechanism,
-           {**_LP, "delta": _delta, "objective": _choice(*OBJECTIVES)},
+           {"solver": _choices(_SOLVER, SOLVERS), "time_limit": _TIME_LIMIT, "tolerance": _TOLERANCE,
+            "delta": Option(float, "stretch of the spanner", _delta), "objective": _OBJECTIVE},
            "SpannerMech: mDP rows on a greedy delta-spanner at epsilon / delta"),
-    Method("madlib", solve_additive, {"draws": _count, "q": _quantile, "seed": _seed},
+    Method("madlib", solve_additive, _ADDITIVE,
            "Madlib: noise of density exp(-eps |z|), then the nearest output; Monte Carlo losses",
            fixed={"method": "madlib"}, reports_progress=False),
-    Method("laplace", solve_additive, {"draws": _count, "q": _quantile, "seed": _seed},
+    Method("laplace", solve_additive, _ADDITIVE,
            "planar Laplace: 2-D noise, then the nearest output; Monte Carlo losses",
            fixed={"method": "laplace"}, reports_progress=False),
 )}
+
+
+def option_table() -> dict[str, list[tuple[str, Option]]]:
+    """Every option name of :data:`METHODS`, in order of first appearance, with the methods that
+    take it and their :class:`Option`."""
+    table: dict[str, list[tuple[str, Option]]] = {}
+    for m in METHODS.values():
+        for name, opt in m.options.items():
+            table.setdefault(name, []).append((m.name, opt))
+    return table
+
+
+def option_help(name: str) -> str:
+    """The help of option ``name`` across the methods that take it: what it is and each
+    method's default, e.g. "relative gap ...: lp, optmech [1e-06]; outputs, benders [0.01]"."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for method, opt in option_table()[name]:
+        groups.setdefault((opt.help, METHODS[method].default(name)), []).append(method)
+    helps = {h for h, _ in groups}
+    if len(helps) == 1:
+        return f"{helps.pop()}: " + "; ".join(f"{', '.join(ms)} [{d}]" for (_, d), ms in groups.items())
+    return "; ".join(f"{', '.join(ms)}: {h} [{d}]" for (h, d), ms in groups.items())
 
 
 NO_PROTECTION = 50.0
@@ -223,12 +336,13 @@ def check_options(method: str, options: Mapping[str, Any], space: Space) -> dict
     if unknown:
         takes = ", ".join(sorted(m.options)) or "no options"
         raise TypeError(f"method {method!r} does not take {', '.join(unknown)} (it takes {takes})")
-    return {k: m.options[k](k, v, space) for k, v in options.items()}
+    return {k: m.options[k].checked(k, v, space) for k, v in options.items()}
 
 
 def solve(space: Space, method: str = "lp", *, progress: Progress | None = None, **options: Any) -> SolveResult:
-    """Compute a mechanism for ``space`` with ``method`` (see the module docstring for the
-    methods, and each engine for its options).
+    """Compute a mechanism for ``space`` with ``method`` and its options (listed below, from
+    :data:`METHODS`). ``progress`` receives the engine's :class:`~certdp.progress.ProgressEvent`
+    values.
 
     Returns:
         A :class:`~certdp.mechanism.SolveResult`. Its mechanism passes the exact audit (for
@@ -259,3 +373,21 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
     if notes:
         res = replace(res, message="; ".join(notes + ([res.message] if res.message else [])))
     return res
+
+
+def _docstring() -> str:
+    """The methods and their options, for the docstring of :func:`solve`."""
+    lines = ["", "    Methods and their options (type, default, choices):", ""]
+    for m in METHODS.values():
+        lines.append(f"    {m.name}: {m.summary}.")
+        for name, opt in m.options.items():
+            choices = f" in {{{', '.join(opt.choices)}}}" if opt.choices else ""
+            kind = "callable" if opt.kind is object else opt.kind.__name__
+            lines.append(f"        {name} ({kind}{choices}, default {m.default(name)}): {opt.help}.")
+        if not m.options:
+            lines.append("        (no options)")
+    return "\n".join(lines) + "\n"
+
+
+if solve.__doc__ is not None:   # (None under python -OO)
+    solve.__doc__ += _docstring()

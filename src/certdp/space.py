@@ -122,6 +122,22 @@ class Geometry:
     points: np.ndarray | None = None
     distance_matrix: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eta", V.positive_float("eta", self.eta, allow_inf=True))
+        V.choice("metric", self.metric, METRICS)
+        if self.metric == "precomputed":
+            if self.distance_matrix is None:
+                raise ValueError("distance_matrix is required when metric='precomputed'")
+            arr, other = check_distance_matrix(self.distance_matrix), "points"
+        else:
+            if self.points is None:
+                raise ValueError(f"points are required when metric={self.metric!r}")
+            arr, other = check_points(self.points, self.metric), "distance_matrix"
+        arr = np.array(arr, dtype=np.float64, copy=True)
+        arr.setflags(write=False)       # the facts a certified guarantee rests on do not change
+        object.__setattr__(self, "distance_matrix" if self.metric == "precomputed" else "points", arr)
+        object.__setattr__(self, other, None)
+
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """The protected pairs and their distances (:func:`neighbor_pairs`)."""
         return neighbor_pairs(self.eta, self.metric, points=self.points, distance_matrix=self.distance_matrix)
@@ -192,17 +208,12 @@ class Space:
         else:
             if self.points is None:
                 raise ValueError(f"points are required when metric={self.metric!r}")
-            pts = V.finite_array("points", self.points, ndim=2)
+            pts = check_points(self.points, self.metric)
             if pts.shape[0] != n:
                 raise ValueError(f"points must have one row per record ({n}), got {pts.shape[0]}")
-            if self.metric == "haversine":
-                if pts.shape[1] != 2:
-                    raise ValueError(f"haversine points must be (lat, lon) pairs, got dimension {pts.shape[1]}")
-                if np.any(np.abs(pts[:, 0]) > 90) or np.any(np.abs(pts[:, 1]) > 180):
-                    raise ValueError("haversine points must be (lat, lon) in degrees: |lat| <= 90, |lon| <= 180")
             object.__setattr__(self, "points", pts)
         if self.output_records is not None:
-            out = np.asarray(self.output_records, dtype=np.int64)
+            out = V.int_array("output_records", self.output_records, ndim=1)
             if out.shape != (k,):
                 raise ValueError(f"output_records must have K={k} entries, got shape {out.shape}")
             if out.size and (out.min() < 0 or out.max() >= n):
@@ -256,16 +267,6 @@ class Space:
         pts = self.points if rows is None else self.points[rows]
         return pairwise(np.atleast_2d(pts), self.points, self.metric)
 
-    def pair_distance(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """Distances between records ``i[t]`` and ``j[t]``."""
-        i = np.asarray(i, dtype=np.int64)
-        j = np.asarray(j, dtype=np.int64)
-        if self.metric == "precomputed":
-            assert self.distance_matrix is not None
-            return self.distance_matrix[i, j]
-        assert self.points is not None
-        return paired(self.points[i], self.points[j], self.metric)
-
     @property
     def geometry(self) -> Geometry:
         """The facts that decide the protected pairs (stored in every mechanism file)."""
@@ -282,12 +283,13 @@ class Space:
 
     def _check_no_duplicates(self) -> None:
         """Two records at distance 0 make the metric a pseudo-metric: refuse them."""
-        if self.metric == "precomputed":
+        pts = self.points
+        if self.metric == "precomputed" or pts is None:
             return  # check_distance_matrix already refused zero off-diagonal entries
-        cand = _candidate_pairs(self.metric, self.points, self.n_records, 0.0)
+        cand = _candidate_pairs(self.metric, pts, self.n_records, 0.0)
         if len(cand):
             cand = np.asarray(cand, dtype=np.int64)
-            d = paired(self.points[cand[:, 0]], self.points[cand[:, 1]], self.metric)
+            d = paired(pts[cand[:, 0]], pts[cand[:, 1]], self.metric)
             dup = cand[d <= 0.0]
             if len(dup):
                 i, j = dup[0]
@@ -299,10 +301,6 @@ class Space:
     def with_epsilon(self, epsilon: float) -> "Space":
         """The same instance with another privacy budget."""
         return dataclasses.replace(self, epsilon=epsilon)
-
-    def with_eta(self, eta: float) -> "Space":
-        """The same instance with another neighbour threshold."""
-        return dataclasses.replace(self, eta=eta)
 
     def describe(self) -> dict[str, Any]:
         """A small summary for logs and JSON output."""
@@ -317,6 +315,24 @@ class Space:
             "neighbor_pairs": int(len(e)),
             "unit": self.unit,
         }
+
+
+def check_points(points: Any, metric: str, name: str = "points") -> np.ndarray:
+    """Validate record coordinates for ``metric``: a finite 2-D real array, (lat, lon) degrees
+    for 'haversine', and small enough that no squared difference overflows float64 (a distance
+    of inf would make every pair look unprotected or every record a duplicate)."""
+    pts = V.finite_array(name, points, ndim=2)
+    if metric == "haversine":
+        if pts.shape[1] != 2:
+            raise ValueError(f"haversine {name} must be (lat, lon) pairs, got dimension {pts.shape[1]}")
+        if np.any(np.abs(pts[:, 0]) > 90) or np.any(np.abs(pts[:, 1]) > 180):
+            raise ValueError(f"haversine {name} must be (lat, lon) in degrees: |lat| <= 90, |lon| <= 180")
+    elif pts.size:
+        big = float(np.max(np.abs(pts)))
+        if big > 1e150 / math.sqrt(pts.shape[1]):
+            raise ValueError(f"{name} have coordinates up to {big:.3g}: their distances would overflow float64; "
+                             "rescale the data")
+    return pts
 
 
 def check_distance_matrix(d: Any, name: str = "distance_matrix") -> np.ndarray:

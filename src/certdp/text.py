@@ -201,10 +201,10 @@ class TextSanitizer(TransformerMixin, BaseEstimator):
             log.info("building %s over a vocabulary of %d words (eps=%g, eta=%g)", self.method, space.n_records,
                      space.epsilon, space.eta)
             res = solve(space, self.method, progress=self.progress, **dict(self.options or {}))
+            assert isinstance(res.mechanism, Mechanism)   # a method with a matrix (checked above)
             mech = res.mechanism
-            assert isinstance(mech, Mechanism)
             words = list(ds.labels or ())
-            mech.metadata["words"] = words
+            mech = mech.with_metadata(words=words)
             self.result_ = res
         self.mechanism_ = mech
         self.words_ = tuple(words)
@@ -214,6 +214,7 @@ class TextSanitizer(TransformerMixin, BaseEstimator):
             if w == w.lower():
                 lower.setdefault(w, i)
         self._lower = lower
+        assert mech.output_records is not None   # the vocabulary's words (checked or built so)
         self._outputs = [words[r] for r in mech.output_records]
         # secure draws by default; a seed gives one generator for the sanitizer's lifetime, so
         # that successive texts get fresh but reproducible draws

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from certdp.experiments.views import compare_views, share_converged_with_error
@@ -11,19 +10,6 @@ from certdp.views.ripost import ripost
 from certdp.views.view import rmse
 
 from ..views.tensors import brute_ae, dense_array, random_tensor
-
-ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
-              "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
-
-
-def _write_table(path, n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
-                       "city": rng.choice(["A", "B", "C"], n)})
-    df.to_csv(path, index=False)
-    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
-    return df, doms
-
 
 def test_compare_views_and_convergence_share():
     rng = np.random.default_rng(4)

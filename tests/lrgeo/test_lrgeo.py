@@ -117,7 +117,7 @@ def test_messages_round_trip_through_json(city, params, table):
     r2 = ObfuscationRequest.from_json(req.to_json())
     assert np.array_equal(np.isnan(r2.C_NO), np.isnan(req.C_NO))
     assert np.allclose(np.nan_to_num(r2.C_NO), np.nan_to_num(req.C_NO)) and np.array_equal(r2.columns, req.columns)
-    resp, _ = srv.solve(method="monolithic")
+    resp, _ = srv.solve(method="lp")
     o2 = ObfuscationResponse.from_json(resp["u0"].to_json())
     assert np.allclose(o2.y, resp["u0"].y)
     with pytest.raises(ProtocolError):
@@ -145,7 +145,7 @@ def test_estimated_costs_bound_the_true_costs(city, params, table):
 def test_benders_matches_monolithic_and_matrices_pass_the_audit(city, params, table):
     srv, users = _setup(city, params, table, [9, 27, 45])
     rb, ib = srv.solve(method="benders", gap=1e-6, fallback=False)
-    rm, im = srv.solve(method="monolithic")
+    rm, im = srv.solve(method="lp")
     assert ib.method == "benders" and ib.status == "optimal"
     assert ib.lower_bound <= ib.upper_bound + 1e-9
     assert im.lower_bound <= im.upper_bound + 1e-9
@@ -166,7 +166,7 @@ def test_benders_solves_the_paper_epsilon_without_fallback(city):
     P = LRGeoParams.scaled(city.cell, eps_cell=12.0, table_cells=0.25)
     srv, users = _setup(city, P, build_table(city, P.cell, P.table_band), [9, 27, 45, 60])
     rb, ib = srv.solve(method="benders", gap=1e-3, fallback=False)
-    _, im = srv.solve(method="monolithic")
+    _, im = srv.solve(method="lp")
     assert ib.method == "benders" and ib.status == "optimal" and ib.gap <= 1e-3
     assert im.lower_bound * (1 - 1e-6) <= ib.upper_bound <= im.upper_bound * (1 + 1e-3)
     assert ib.lower_bound <= im.upper_bound * (1 + 1e-9)
@@ -195,7 +195,7 @@ def test_user_mechanisms_pass_the_common_checks(city, params, table, tmp_path):
 def test_exponential_entries_satisfy_geo_ind_across_users(city, params, table):
     """Theorem 4.4: every violation between users involves at least one free (LP) entry."""
     srv, users = _setup(city, params, table, [10, 19, 37, 44])
-    resp, _ = srv.solve(method="monolithic")
+    resp, _ = srv.solve(method="lp")
     Zs = [u.assemble(resp[u.name]) for u in users]
     free = []
     for u in users:
@@ -241,7 +241,7 @@ def test_run_round_reports_and_lrgeo_f(city, params, table):
     # mixes in a little of the exponential mechanism)
     assert r["approximation_ratio"] >= r["approximation_ratio_true_cost"] * (1 - 1e-3)
     assert 0 <= r["violation_ratio"] <= r["cross_user_violation_ratio"] <= 1
-    assert r["violation_tolerance"] == 1e-9 and r["method"] in ("benders", "benders->monolithic", "monolithic")
+    assert r["violation_tolerance"] == 1e-9 and r["method"] in ("benders", "benders->lp", "lp")
     assert r["users_located_by_columns"] == 1.0   # the price of sharing y: see messages.py
     PF = LRGeoParams(epsilon=params.epsilon, gamma=math.inf, Gamma=params.Gamma, r_obf=params.r_obf,
                      r_exp=params.r_exp, cell=params.cell)

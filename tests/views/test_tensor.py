@@ -10,7 +10,6 @@ import pytest
 
 from certdp.views.tensor import OVERFLOW, CountTensor, DataDerivedDomainWarning, Domain
 
-from ..conftest import shared_file
 
 FRAME = pd.DataFrame({"age": [17, 25, 25, 90, 40, 33], "sex": ["M", "F", "F", "M", "F", "M"],
                       "hours": [10.0, 40.0, 40.0, 99.0, 45.5, 1.0]})
@@ -59,19 +58,13 @@ def test_bad_input(call, match):
         call()
 
 
-ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-                 "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-                 "income"]
-
-
-def test_adult_fifteen_columns_is_sparse():
-    p = shared_file("adult", "adult.data")
-    df = pd.read_csv(p, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?")
+def test_adult_fifteen_columns_is_sparse(adult):
+    df, _ = adult
     numeric = {"age": (17, 91), "fnlwgt": (0, 1_500_000), "education-num": (1, 17), "capital-gain": (0, 100_000),
                "capital-loss": (0, 5_000), "hours-per-week": (1, 100)}
     doms = {c: Domain.numeric(c, lo, hi) for c, (lo, hi) in numeric.items()}
     with pytest.warns(DataDerivedDomainWarning):
-        t = CountTensor.from_frame(df, ADULT_COLUMNS, doms, accept_data_leak=True, overflow="bin")
+        t = CountTensor.from_frame(df, list(df.columns), doms, accept_data_leak=True, overflow="bin")
     assert t.total == len(df)
     assert t.domain_size > 10 ** 18
     assert len(t.counts) <= len(df)

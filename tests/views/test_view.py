@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from certdp.views.ripost import ripost
@@ -13,18 +12,6 @@ from certdp.views.tensor import Domain
 from certdp.views.view import BlockView, Workload, answer_boxes, true_answers
 
 from .tensors import dense_array, random_tensor
-
-ADULT_COLS = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
-              "capital-gain", "capital-loss", "hours-per-week", "native-country", "income", "education-num"]
-
-
-def _write_table(path, n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["F", "M"], n),
-                       "city": rng.choice(["A", "B", "C"], n)})
-    df.to_csv(path, index=False)
-    doms = {"age": {"low": 0, "high": 100, "bins": 20}, "sex": {"values": ["F", "M"]}, "city": {"values": ["A", "B", "C"]}}
-    return df, doms
 
 
 def test_view_answers_match_dense_sums():
@@ -76,13 +63,9 @@ def test_save_load_roundtrip(tmp_path):
     p = v.save(tmp_path / "v.json")
     u = BlockView.load(p)
     w = Workload.random(t.shape, 100, 2, rng=3)
-    assert np.array_equal(u.answer(w), v.answer(w))
+    assert np.array_equal(u.estimates(w), v.estimates(w))
+    assert np.array_equal(u.std(w), v.std(w))
     assert u.spent == v.spent and u.params["k"] == 4 and u.columns == t.columns
     (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(ValueError, match="not a"):
         BlockView.load(tmp_path / "bad.json")
-    d = v.to_dict()
-    d["values"] = d["values"][:-1]
-    (tmp_path / "short.json").write_text(json.dumps(d))
-    with pytest.raises(ValueError, match="inconsistent"):
-        BlockView.load(tmp_path / "short.json")

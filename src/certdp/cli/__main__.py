@@ -1,5 +1,5 @@
 """``python -m certdp.cli``: the ``certdp`` command without its installed entry point."""
 
-from . import main
+from . import run
 
-main()
+run()

@@ -1,14 +1,25 @@
 """What every ``certdp`` subcommand shares: the command group (with ``-v``/``-q`` for logging),
-one-line errors, the live progress line, tables in the format asked for (``--format``),
-output-path and seed handling, deprecated option names, and number formatting."""
+one-line errors, the option types (bounded numbers, output paths), the instance options, the
+live progress line, tables in the format asked for (``--format``), seeds, deprecated option
+names, and number formatting.
+
+Every number option is bounded by construction: the group gives each option or argument
+declared with ``type=int`` the type :class:`Integer` (0 to :data:`INT_MAX`) and each one
+declared with ``type=float`` the type :class:`Real` (finite, 0 or a magnitude in
+[:data:`REAL_MIN`, :data:`REAL_MAX`]), so no value reaches numpy, HiGHS or the arithmetic
+where it would overflow, and a new option cannot forget its bounds. An option whose meaning
+needs more (``--eta inf``) declares ``Real(allow_inf=True)``; each engine still checks its own
+range (``--subsets`` at most the records...). Every output path option uses
+:class:`OutputPath` or :class:`OutputFolder`, the rule of :func:`certdp._io.output_path`,
+checked before any work."""
 
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import logging
 import math
-import os
 import secrets
 import sys
 import threading
@@ -21,10 +32,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .._io import output_path
+from ..datasets import build_space, parse_dataset
 from .._optional import MissingExtraError
-from ..audit import MechanismFileError
 from ..lp.outcome import SolverLimitError
 from ..progress import ProgressEvent
+from .interrupt import finish, stop_guard, stop_requested
+
+COMMAND_MODULES = ("mechanisms", "files", "views", "lrgeo", "text")
+"""The modules of ``certdp.cli`` that define the subcommands. The group imports them (and
+with them numpy, scipy, HiGHS...) when its commands are first needed: inside the command's
+signal handling, so that Ctrl-C during those imports is answered like anywhere else."""
 
 # Lines are never wrapped at the terminal's (or a pipe's default 80) width: a message or a path
 # cut in two is harder to read and to copy than a long line.
@@ -33,26 +51,129 @@ out = Console(soft_wrap=True)
 log = logging.getLogger("certdp.cli")
 
 
+INT_MAX = 2**32 - 1
+"""The largest value of an integer option: a recorded seed (32 bits) fits, and a count beyond
+it (draws, records, iterations, workers) is beyond any machine's memory or time."""
+REAL_MAX = 1e12
+REAL_MIN = 1e-12
+"""The magnitudes a float option may have (besides 0): far beyond any epsilon, distance, gap,
+tolerance or time limit that means something, and far from where products, exponentials
+or reciprocals overflow or underflow in float64."""
+
+
+class Integer(click.types.IntParamType):
+    """An integer option in ``[lo, hi]`` (default 0 to :data:`INT_MAX`)."""
+
+    def __init__(self, lo: int = 0, hi: int = INT_MAX) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """``value`` as an integer in range, or a usage error naming the option."""
+        v = super().convert(value, param, ctx)
+        if not self.lo <= v <= self.hi:
+            self.fail(f"{v} is out of range; it must be an integer from {self.lo} to {self.hi}", param, ctx)
+        return v
+
+
+class Real(click.types.FloatParamType):
+    """A float option: finite (``inf`` too when ``allow_inf``), never NaN, and 0 or of a
+    magnitude in [:data:`REAL_MIN`, :data:`REAL_MAX`] (a literal such as ``1e400`` that
+    overflows to inf is refused)."""
+
+    def __init__(self, *, allow_inf: bool = False) -> None:
+        self.allow_inf = allow_inf
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        """``value`` as a float in range, or a usage error naming the option."""
+        v = super().convert(value, param, ctx)
+        if math.isnan(v):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if math.isinf(v):
+            if self.allow_inf and v > 0 and str(value).strip().lower() in ("inf", "+inf", "infinity", "+infinity"):
+                return v
+            self.fail(f"{value!r} is not a finite number" + (" (inf is written 'inf')" if self.allow_inf else ""),
+                      param, ctx)
+        if v != 0 and not REAL_MIN <= abs(v) <= REAL_MAX:
+            self.fail(f"{value!r} is out of range; a number here is 0 or of magnitude {REAL_MIN:g} to {REAL_MAX:g}",
+                      param, ctx)
+        return v
+
+
+def _bounded(params: list[click.Parameter]) -> None:
+    """Give every plain int and float parameter its bounded type (see the module docstring)."""
+    for p in params:
+        if p.type is click.INT:
+            p.type = Integer()
+        elif p.type is click.FLOAT:
+            p.type = Real()
+
+
+class Command(click.Command):
+    """A subcommand whose number parameters are bounded (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _bounded(self.params)
+
+
 class OneLineErrors(click.Group):
     """A command group whose usage errors (a missing option, a value of the wrong type) are one
-    line, ``Error: ...``, with exit status 2, like every other bad input."""
+    line, ``Error: ...``, with exit status 2, like every other bad input; whose commands and
+    subgroups have bounded number parameters; and whose commands stop on SIGINT, SIGTERM and
+    SIGHUP as :mod:`certdp.cli.interrupt` describes (one line, exit status 128 + the signal's
+    number, no partial file, no process left)."""
+
+    command_class = Command
+    group_class = type
+    _loaded = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _bounded(self.params)
+
+    @property   # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        """The subcommands, their modules imported on first use (:data:`COMMAND_MODULES`)."""
+        if not self._loaded:
+            self._loaded = True
+            for name in COMMAND_MODULES:
+                importlib.import_module(f"{__package__}.{name}")
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        """Set by click when the group is made."""
+        self._commands = value
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Run the command; in standalone mode a usage error is one ``Error:`` line with exit status 2."""
-        if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
-        try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
-        except click.UsageError as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
-            click.echo("Aborted: nothing was written", err=True)
-            sys.exit(130)
+        with stop_guard():      # in force already when run as the program (certdp.cli.run)
+            if not standalone_mode:
+                return super().main(*args, standalone_mode=False, **kwargs)
+            try:
+                rv = super().main(*args, standalone_mode=False, **kwargs)
+            except click.UsageError as exc:
+                click.echo(f"Error: {exc.format_message()}", err=True)
+                sys.exit(exc.exit_code)
+            except click.ClickException as exc:
+                exc.show()
+                sys.exit(exc.exit_code)
+            except click.exceptions.Abort:
+                if stop_requested():
+                    finish("main")
+                click.echo("Aborted: nothing was written", err=True)
+                sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a stop signal ends the process here, before click would turn it
+        into an Abort (and print an empty line)."""
+        try:
+            return super().invoke(ctx)
+        except BaseException:
+            if stop_requested():
+                finish("main")
+            raise
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -94,32 +215,53 @@ class BadInput(click.ClickException):
     exit_code = 2
 
 
-class Unverifiable(click.ClickException):
-    """A mechanism file that does not carry what is needed to check it: exit status 3."""
+class AuditExit(click.ClickException):
+    """A mechanism file that is not passed: its own exit status (1 failed, 3 unverifiable,
+    4 no pairs; :data:`certdp.audit.EXIT_STATUS`) and one line saying why."""
 
-    exit_code = 3
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     text = str(exc).strip() or type(exc).__name__
     return " ".join(text.split())
 
 
+class WorkerFailure(click.ClickException):
+    """A worker process was lost (killed, out of memory, its machine gone) and could not be
+    replaced: exit status 5."""
+
+    exit_code = 5
+
+
 @contextmanager
 def friendly_errors() -> Iterator[None]:
-    """Turn bad input into a one-line error (exit 2), a solver limit or a missing extra into a
-    one-line failure (exit 1), and Ctrl-C into exit 130, never a traceback."""
+    """Turn bad input (and a file system error) into a one-line error (exit 2), a solver limit
+    or a missing extra into a one-line failure (exit 1), a lost worker into a one-line failure
+    (exit 5), never a
+    traceback. A stop signal (Ctrl-C) ends the process as :mod:`certdp.cli.interrupt` says,
+    whatever it was raised as on its way here."""
     try:
         yield
-    except (ValueError, TypeError, MechanismFileError) as exc:
-        raise BadInput(_one_line(exc)) from None
-    except (SolverLimitError, MissingExtraError) as exc:
-        raise click.ClickException(_one_line(exc)) from None
-    except MemoryError:
-        raise click.ClickException("out of memory: the instance is too large for this machine") from None
-    except KeyboardInterrupt:
-        err.print("interrupted: nothing was written")
-        sys.exit(130)
+    except BaseException as exc:
+        if stop_requested():
+            finish("main")
+        from ..audit import MechanismFileError
+        from ..lp.executors import WorkerLost
+
+        if isinstance(exc, (ValueError, TypeError, MechanismFileError)):
+            raise BadInput(_one_line(exc)) from None
+        if isinstance(exc, (SolverLimitError, MissingExtraError)):
+            raise click.ClickException(_one_line(exc)) from None
+        if isinstance(exc, WorkerLost):
+            raise WorkerFailure(_one_line(exc)) from None
+        if isinstance(exc, OSError):    # a file system error no reader turned into a message of its own
+            raise BadInput(_one_line(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")) from None
+        if isinstance(exc, MemoryError):
+            raise click.ClickException("out of memory: the instance is too large for this machine") from None
+        raise
 
 
 def fmt(v: Any, digits: int = 4) -> str:
@@ -201,37 +343,59 @@ class Live:
 
 # ------------------------------------------------------------------- files and seeds
 class PathArg(click.Path):
-    """``click.Path`` for every path option and argument: a NUL byte, which the operating
-    system cannot take (``os.stat`` raises on it inside click's own check), is a usage error
-    like any other bad path instead of an exception."""
+    """``click.Path`` for every path option and argument that is read: a NUL byte, which the
+    operating system cannot take, and any ``OSError`` of click's own check (a name too long, a
+    folder that cannot be searched) are usage errors like any other bad path instead of
+    exceptions."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """Refuse a path holding a NUL byte as a usage error, then check it as ``click.Path`` does."""
         if (isinstance(value, str) and "\x00" in value) or (isinstance(value, bytes) and b"\x00" in value):
             self.fail("a path cannot contain a NUL byte", param, ctx)
-        return super().convert(value, param, ctx)
+        try:
+            return super().convert(value, param, ctx)
+        except OSError as exc:
+            self.fail(f"{str(value)[:60]!r}: {(exc.strerror or type(exc).__name__)}", param, ctx)
 
 
-def check_output_path(path: str | None, suffix: str = "") -> Path | None:
-    """The path a result will be written to (``suffix`` added when missing), checked before any
-    work: not a folder, and its folder exists (or can be made) and is writable."""
-    if path is None:
-        return None
-    if not str(path).strip():
-        raise ValueError("--out: empty path")
-    p = Path(path)
-    if suffix and p.suffix != suffix:
-        p = p.with_name(p.name + suffix)
-    if p.is_dir():
-        raise ValueError(f"--out: {p} is a folder; give a file name")
-    parent = p.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"--out: {parent} is not a folder, so {p} cannot be written")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise ValueError(f"--out: {p} cannot be written (permission denied in {parent})")
-    return p
+class OutputPath(click.ParamType):
+    """An output file option: the rule of :func:`certdp._io.output_path` (``suffix`` added
+    when missing; a folder, a special file or a name that cannot be written refused), checked
+    when the command line is read, before any work. The value is the :class:`~pathlib.Path`
+    to write."""
+
+    name = "file"
+
+    def __init__(self, suffix: str = "") -> None:
+        self.suffix = suffix
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        """The file to write, checked (:func:`certdp._io.output_path`), or one ``Error:`` line."""
+        if isinstance(value, Path):
+            return value
+        try:
+            return output_path(value, self.suffix, what=param.opts[0] if param is not None else "path")
+        except ValueError as exc:
+            raise BadInput(_one_line(exc)) from None
+
+
+class OutputFolder(click.ParamType):
+    """An output folder option: an existing folder, or one that can be created, where files can
+    be written (checked as :class:`OutputPath` checks a file in it)."""
+
+    name = "folder"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        """The folder to write into, checked, or one ``Error:`` line."""
+        what = param.opts[0] if param is not None else "folder"
+        try:
+            p = Path(value)
+            if p.exists() and not p.is_dir():
+                raise ValueError(f"{what}: {p} is not a folder")
+            output_path(p / "certdp-probe", what=what)
+        except (ValueError, OSError) as exc:
+            raise BadInput(_one_line(exc)) from None
+        return p
 
 
 def resolve_seed(seed: int | None) -> int:
@@ -258,6 +422,80 @@ def alias_value(ctx: click.Context, new: str, value: Any) -> Any:
     """``value`` of option ``new``, or the value given under its deprecated name."""
     old = ctx.meta.get(f"alias:{new}")
     return old if old is not None and value is None else value
+
+
+
+# ------------------------------------------------------------------- the instance
+def _instance_option_list(owner: bool, seed: bool = True) -> list[Callable[..., Any]]:
+    """The options that describe an instance; ``owner``: as the data's owner gives them to
+    check a mechanism file against the data (none required, the seed defaults to the file's;
+    ``seed`` False leaves ``--seed`` to the command)."""
+    return [
+        click.option("--dataset", required=not owner,
+                     help=("the owner's data, to check the file against it: " if owner else "")
+                     + "grid:ROWSxCOLS | gaussian:N:DIM | road:NODES.csv,EDGES.csv:N | embedding:FILE:N"),
+        click.option("--cell", type=float, default=1.0, show_default=True, help="grid: cell size (km)"),
+        click.option("--outputs", "outputs", type=int, default=None,
+                     help="K outputs sampled from the records (default: all)"),
+        click.option("--epsilon", type=float, required=not owner,
+                     help="privacy budget per distance unit" + (" (with --dataset)" if owner else "")),
+        click.option("--eta", type=Real(allow_inf=True), required=not owner,
+                     help="neighbour threshold in distance units ('inf': every pair, as in paper 002)"
+                     + (" (with --dataset)" if owner else "")),
+        click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True),
+    ] + ([click.option("--seed", type=int, default=None,
+                       help="seed for the records, outputs and destinations drawn (default: "
+                       + ("the seed recorded in the file)" if owner else "drawn and recorded)"))] if seed else [])
+
+
+def instance_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that describe the instance, the same in every command that builds one."""
+    for o in reversed(_instance_option_list(owner=False) + [
+            click.option("--quiet", is_flag=True, help="no progress line on stderr")]):
+        f = o(f)
+    return f
+
+
+def owner_options(*, seed: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of every command that uses a mechanism file (``audit``, ``perturb``): the
+    owner's instance, built as ``solve`` builds it, to check the file against the data
+    (:func:`owner_space`), and ``--allow-no-pairs``. ``seed`` False: the instance's seed is
+    the one the file records (``perturb``'s ``--seed`` seeds its draws)."""
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        for o in reversed(_instance_option_list(owner=True, seed=seed) + [
+                click.option("--allow-no-pairs", is_flag=True,
+                             help="accept a file that protects no pair (no two records within eta)")]):
+            f = o(f)
+        return f
+    return decorate
+
+
+def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
+                       seed: int):
+    """The instance the options describe, built by the one dataset parser."""
+    ds = parse_dataset(dataset, cell=cell, seed=seed)
+    return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
+
+
+def owner_space(recorded_seed: Any, dataset: str | None, cell: float, outputs: int | None, epsilon: float | None,
+                eta: float | None, cost: str, seed: int | None = None, **_: Any):
+    """The owner's instance from ``owner_options`` (None without ``--dataset``); the seed
+    defaults to ``recorded_seed``, the one the file records (it only picks which of the owner's
+    records and outputs form the instance; each is then compared with the owner's data)."""
+    if dataset is None:
+        given = [n for n, v in (("--epsilon", epsilon), ("--eta", eta), ("--outputs", outputs), ("--seed", seed))
+                 if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe the owner's data and need --dataset")
+        return None
+    missing = [n for n, v in (("--epsilon", epsilon), ("--eta", eta)) if v is None]
+    if missing:
+        raise ValueError(f"--dataset needs {' and '.join(missing)}: the owner states the guarantee the file must give")
+    if seed is None:
+        if not isinstance(recorded_seed, int) or isinstance(recorded_seed, bool) or not 0 <= recorded_seed <= INT_MAX:
+            raise ValueError("--seed: the file records no seed; give the seed the instance was built with")
+        seed = recorded_seed
+    return space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------ tables

@@ -13,8 +13,23 @@ from rich.table import Table
 from .. import _validate as V
 from .._io import write_json
 from .common import (
-    Live, PathArg, alias_value, check_output_path, deprecated, err, fmt, friendly_errors, main, out, resolve_seed,
-    print_table, table_format)
+    Live, OutputPath, alias_value, deprecated, err, fmt, friendly_errors, main, out, print_table, resolve_seed,
+    table_format)
+
+
+class _Method(click.Choice):
+    """LR-Geo's solve methods (:data:`certdp.lrgeo.server.METHODS`); the name 'monolithic' is
+    refused with the one to use (docs/changelog.md)."""
+
+    def __init__(self) -> None:
+        from ..lrgeo.server import METHODS
+
+        super().__init__(list(METHODS))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "monolithic":
+            self.fail("'monolithic' is called 'lp', as in certdp solve: use --method lp", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
@@ -115,12 +130,13 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
 @_world_options
 @click.option("--users", type=int, default=4, show_default=True, help="number of users M")
 @_param_options
-@click.option("--method", type=click.Choice(["benders", "monolithic"]), default="benders", show_default=True)
+@click.option("--method", type=_Method(), default="benders", show_default=True,
+              help="benders (the generic engine) or lp (the whole LP in one HiGHS model)")
 @click.option("--gap", type=float, default=1e-4, show_default=True, help="Benders relative gap")
 @click.option("--baselines", default="", help="comma list of lp,constopt,laplace,expmech to run on the same users")
 @click.option("--time-limit", type=float, default=None, help="seconds per solve")
 @click.option("--seed", type=int, default=None, help="seed for the users' locations (default: drawn and recorded)")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=OutputPath(".json"), default=None,
               help="write the report as JSON (.json added when missing)")
 @click.option("--quiet", is_flag=True, help="no progress line on stderr")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
@@ -150,7 +166,7 @@ def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, pape
         names = [b for b in baselines.split(",") if b]
         for b in names:
             V.choice("--baselines", b, BASELINES)
-        target = check_output_path(out_path, ".json")
+        target = out_path
         world, P, _ = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
                              table_cell, hide, quiet)
         with Live(f"LR-Geo round of {users} users", quiet=quiet) as live:
@@ -189,6 +205,8 @@ def _print(rep: dict[str, Any], world) -> None:
                    ("server_estimate_error_km", "error of the server's best estimate, km (mean)"),
                    ("seed", "seed")):
         t.add_row(lab, fmt(rep[k]) if not isinstance(rep[k], str) else rep[k])
+    if rep.get("message"):
+        t.add_row("how the solve ended", rep["message"])
     for b in rep["baselines"]:
         cost = fmt(b["expected_cost_own_row"]) if b["expected_cost_own_row"] is not None else b["status"]
         t.add_row(f"{b['method']}: seconds / own-row cost", f"{fmt(b['seconds'])} / {cost}")
@@ -212,7 +230,8 @@ def _print(rep: dict[str, Any], world) -> None:
 @click.option("--user-seconds", type=float, default=10.0, show_default=True,
               help="solver seconds one upload may cost (a round: this times its users)")
 @click.option("--max-body-mb", type=float, default=32.0, show_default=True, help="largest request body")
-@click.option("--method", type=click.Choice(["benders", "monolithic"]), default="benders", show_default=True)
+@click.option("--method", type=_Method(), default="benders", show_default=True,
+              help="benders (the generic engine) or lp (the whole LP in one HiGHS model)")
 @click.option("--gap", type=float, default=1e-4, show_default=True, help="Benders relative gap")
 @click.option("--time-limit", type=float, default=None, help="seconds per round's solve at most")
 @click.option("--quiet", is_flag=True, help="log warnings only (no access or round lines)")
@@ -229,7 +248,6 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
     browser. Users connect with `certdp lrgeo user --server URL` or the page; the API is
     documented at /docs. Stops cleanly on SIGINT or SIGTERM."""
     import logging
-    import sys
 
     from ..lrgeo.service import RoundScheduler, serve
 
@@ -244,9 +262,9 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
         _check_listen(host, port)
         world, P, spec = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
                                 table_cell, hide, quiet)
-        if not logging.getLogger().handlers:
-            logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
-                                format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        service_log = logging.getLogger("certdp.lrgeo.service")
+        if not quiet and service_log.getEffectiveLevel() > logging.INFO:
+            service_log.setLevel(logging.INFO)   # a server logs each access and each round by default
         sched = RoundScheduler(world, P, spec=spec, limits=limits, method=method, gap=gap, time_limit=time_limit)
         if not quiet:
             err.print(f"LR-Geo server {sched.instance} on http://{host}:{port} ({world.name}, K={world.K}; table built "
@@ -323,7 +341,8 @@ def lrgeo_user(url: str, location: int | None, lat: float | None, lon: float | N
             if network is not None:
                 shape = client.info().world.grid
                 client = LRGeoClient(url, world=load_world("gridcity", *shape, network=network), retries=retries)
-            res = client.obfuscate(location, latlon=None if lat is None else (lat, lon), rng=seed, wait=wait)
+            latlon = None if lat is None or lon is None else (lat, lon)
+            res = client.obfuscate(location, latlon=latlon, rng=seed, wait=wait)
         except ServiceError as exc:
             raise ValueError(str(exc)) from None
     res["seed"] = seed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,137 +16,83 @@ from ..audit import audit_file
 from ..datasets import build_space, parse_dataset
 from ..measures import quantile_loss, uniform_loss
 from ..mechanism import Mechanism, SolveResult
-from ..solve import METHODS
+from ..solve import METHODS, option_help, option_table
 from ..solve import solve as solve_space
-from .common import (Live, PathArg, check_output_path, err, fmt, friendly_errors, main, note, out, print_table,
-                     resolve_seed, table_format)
-
-#: the command-line options that are options of the method (the others describe the instance
-#: or the output), with the name the method knows them by
-METHOD_OPTIONS = {"objective": "objective", "r": "r", "lambdas": "lambdas", "delta": "delta", "draws": "draws",
-                  "solver": "solver", "time_limit": "time_limit", "tolerance": "tolerance",
-                  "partition": "partition", "subsets": "subsets", "gap": "gap", "max_iterations": "max_iterations",
-                  "workers": "workers", "scheduler": "scheduler", "executor": "executor", "no_reduce": "reduce",
-                  "variant": "variant"}
+from .common import (Live, OutputFolder, OutputPath, err, fmt, friendly_errors, instance_options, main, note,
+                     out, print_table, resolve_seed, space_from_options, table_format)
 
 
-def parse_lambdas(text: str) -> list[float]:
-    """The values of ``--lambdas`` (comma-separated, finite, >= 0); ValueError naming the option otherwise."""
-    parts = [p for p in text.replace(" ", "").split(",") if p]
-    if not parts:
-        raise ValueError("--lambdas must list at least one value, e.g. 0.001,0.1,1.0")
-    try:
-        vals = [float(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"--lambdas must be comma-separated numbers, got {text!r}") from None
-    bad = [v for v in vals if not (v >= 0 and math.isfinite(v))]
-    if bad:
-        raise ValueError(f"--lambdas must be finite and >= 0, got {bad}")
-    return vals
+def method_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of method option ``name``, made from the registry (:data:`certdp.solve.METHODS`):
+    its type, its choices (the union over the methods that take it), its help with each
+    method's default; a flag pair ``--X/--no-X`` for a True/False option. Its value is None
+    unless given, so the method's own default applies."""
+    entries = option_table()[name]
+    kind = entries[0][1].kind
+    flag = "--" + name.replace("_", "-")
+    help_text = option_help(name)
+    if kind is bool:
+        return click.option(f"{flag}/--no-{name.replace('_', '-')}", name, default=None, help=help_text)
+    choices = list(dict.fromkeys(c for _, opt in entries for c in opt.choices))
+    return click.option(flag, name, type=click.Choice(choices) if choices else kind, default=None, help=help_text)
+
+
+def method_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Every method option the command line takes, in the registry's order."""
+    names = [n for n, entries in option_table().items() if entries[0][1].command_line]
+    for name in reversed(names):
+        f = method_option(name)(f)
+    return f
 
 
 def given_options(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
-    """The method options the user set on the command line, by the method's names."""
-    opts = {}
-    for cli_name, name in METHOD_OPTIONS.items():
-        if cli_name in params and ctx.get_parameter_source(cli_name) == click.core.ParameterSource.COMMANDLINE:
-            value = params[cli_name]
-            if cli_name == "no_reduce":
-                value = not value
-            elif cli_name == "lambdas":
-                value = parse_lambdas(value)
-            opts[name] = value
-    return opts
+    """The method options the user set on the command line."""
+    return {name: value for name, value in params.items()
+            if name in option_table() and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
 
 
 def flag_name(name: str) -> str:
-    """The command-line flag of method option ``name`` (``reduce`` is ``--no-reduce``)."""
-    return "--no-reduce" if name == "reduce" else "--" + name.replace("_", "-")
+    """The command-line flag of method option ``name`` (``--X/--no-X`` for a True/False one)."""
+    flag = name.replace("_", "-")
+    return f"--{flag}/--no-{flag}" if option_table()[name][0][1].kind is bool else f"--{flag}"
 
 
 def run_method(space, method: str, options: dict[str, Any], quiet: bool, live: Live | None = None) -> SolveResult:
     """Solve with a live progress line on stderr (``live``'s, when a command runs several
-    solves under one line); an option the method does not take is named by its command-line
-    flag."""
-    unknown = sorted(set(options) - set(METHODS[method].options))
+    solves under one line); an option the method does not take, or a bad value, is named by its
+    command-line flag."""
+    m = METHODS[method]
+    unknown = sorted(set(options) - set(m.options))
     if unknown:
         raise ValueError(f"--method {method} does not take {', '.join(flag_name(n) for n in unknown)}")
+    checked = {name: m.options[name].checked(flag_name(name), v, space) for name, v in options.items()}
     if live is not None:
-        return solve_space(space, method, progress=live, **options)
+        return solve_space(space, method, progress=live, **checked)
     with Live(f"{method} on {space.name}", quiet=quiet) as own:
-        return solve_space(space, method, progress=own, **options)
+        return solve_space(space, method, progress=own, **checked)
 
 
-def instance_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options that describe the instance, the same in every command that builds one."""
-    opts = [
-        click.option("--dataset", required=True,
-                     help="grid:ROWSxCOLS | gaussian:N:DIM | road:NODES.csv,EDGES.csv:N | embedding:FILE:N"),
-        click.option("--cell", type=float, default=1.0, show_default=True, help="grid: cell size (km)"),
-        click.option("--outputs", "outputs", type=int, default=None,
-                     help="K outputs sampled from the records (default: all)"),
-        click.option("--epsilon", type=float, required=True, help="privacy budget per distance unit"),
-        click.option("--eta", type=float, required=True,
-                     help="neighbour threshold in distance units ('inf': every pair, as in paper 002)"),
-        click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True),
-        click.option("--seed", type=int, default=None,
-                     help="seed for the records, outputs and destinations drawn (default: drawn and recorded)"),
-        click.option("--quiet", is_flag=True, help="no progress line on stderr"),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
-                       seed: int):
-    """The problem instance described by the instance options of a command."""
-    ds = parse_dataset(dataset, cell=cell, seed=seed)
-    return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
+def exact(res: SolveResult) -> Mechanism:
+    """The certified mechanism of ``res`` (ValueError for a sampled one, which has no matrix)."""
+    if not isinstance(res.mechanism, Mechanism):
+        raise ValueError(f"{res.method} has no exact matrix (its losses are Monte Carlo estimates)")
+    return res.mechanism
 
 
 @main.command()
 @instance_options
-@click.option("--method", type=click.Choice(list(METHODS)), default="lp", show_default=True)
-@click.option("--objective", type=click.Choice(["expected", "worst"]), default=None,
-              help="lp, spanner: expected loss (paper 000; lp's default) or worst-case loss (paper 002; spanner's)")
-@click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
-@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1,10,50]")
-@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
-@click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
-@click.option("--solver", type=click.Choice(["auto", "simplex", "ipm", "pdlp"]), default=None,
-              help="HiGHS algorithm: lp, optmech [auto: IPM above 50,000 rows]; constopt [auto]; spanner [ipm]")
-@click.option("--time-limit", type=float, default=None, help="seconds (LP methods and decompositions)")
-@click.option("--tolerance", type=float, default=None,
-              help="HiGHS feasibility tolerance [1e-9] (looser is faster; certification absorbs it, the gap shows it)")
-@click.option("--partition", type=click.Choice(["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc", "metis"]),
-              default=None, help="benders: how to partition the records [kmeans-dv]")
-@click.option("--subsets", type=int, default=None, help="benders: number of subsets M [25]")
-@click.option("--variant", type=click.Choice(["improved", "paper"]), default=None,
-              help="benders: 'paper' is the paper's algorithm as published; 'improved' adds elastic blocks, "
-                   "a certified upper bound every round, a stabilised master and the envelope inequalities [improved]")
-@click.option("--gap", type=float, default=None,
-              help="relative gap the result must be within to be 'optimal': lp [1e-6]; outputs, benders [0.01]")
-@click.option("--max-iterations", type=int, default=None, help="outputs [500], benders [1000]: round limit")
-@click.option("--workers", type=int, default=None,
-              help="outputs: pricing threads, processes or Dask workers [one per core]; benders: subproblem "
-                   "processes [1]")
-@click.option("--executor", type=click.Choice(["threads", "dask", "serial", "process"]), default=None,
-              help="outputs: where the pricing LPs run, threads, process (--workers local processes) or dask (a "
-                   "LocalCluster of --workers processes, or --scheduler's cluster) [threads]; benders: serial, "
-                   "process or dask [serial]")
-@click.option("--scheduler", default=None,
-              help="outputs, benders: address of an existing Dask scheduler (implies --executor dask)")
-@click.option("--plot", "plot_dir", type=PathArg(file_okay=False), default=None,
+@click.option("--method", type=click.Choice(list(METHODS)), default="lp", show_default=True,
+              help="; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()))
+@method_options
+@click.option("--plot", "plot_dir", type=OutputFolder(), default=None,
               help="outputs, benders: write convergence.png and (benders, 2-D data) partition.png here")
-@click.option("--no-reduce", is_flag=True, help="PMO methods: keep the implied mDP constraints")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--out", "target", type=OutputPath(".npz"), default=None,
               help="write the mechanism (.npz added when missing)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary on stdout")
 @table_format
 @click.pass_context
 def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float, cost: str,
-          seed: int | None, quiet: bool, method: str, plot_dir: str | None, out_path: str | None, as_json: bool,
+          seed: int | None, quiet: bool, method: str, plot_dir: Path | None, target: Path | None, as_json: bool,
           **method_params: Any) -> None:
     """Compute a certified mDP mechanism for a dataset."""
     with friendly_errors():
@@ -155,17 +100,16 @@ def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, ep
         seed = resolve_seed(seed)
         if "seed" in METHODS[method].options:
             options["seed"] = seed
-        if out_path and method in ("madlib", "laplace"):
+        if target and method in ("madlib", "laplace"):
             raise ValueError(f"--out: {method} has no exact matrix to write (its losses are Monte Carlo estimates)")
         if plot_dir and method not in ("outputs", "benders"):
             raise ValueError(f"--plot draws the rounds of outputs or benders; --method {method} has none")
-        target = check_output_path(out_path, ".npz")
         space = space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         res = run_method(space, method, options, quiet)
         summary = res.summary()
         summary["seed"] = seed
         if target is not None:
-            summary["out"] = str(res.mechanism.save(target))
+            summary["out"] = str(exact(res).save(target))
         if plot_dir:
             _plots(res, space, plot_dir, method)
     if as_json:
@@ -174,7 +118,7 @@ def solve(ctx: click.Context, dataset: str, cell: float, outputs: int | None, ep
     _print_solve(res, summary, space, method, epsilon, eta)
 
 
-def _plots(res: SolveResult, space, plot_dir: str, method: str) -> None:
+def _plots(res: SolveResult, space, plot_dir: Path, method: str) -> None:
     from ..plots import convergence_plot, partition_map
 
     written = [convergence_plot(res.history, Path(plot_dir) / "convergence.png",
@@ -192,8 +136,8 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
     t = Table(title=f"{method} on {space.name} (N={space.n_records}, K={space.n_outputs}, eps={epsilon:g}, eta={eta:g})")
     t.add_column("quantity")
     t.add_column("value", justify="right")
-    keys = ("status", "objective", "expected_loss", "worst_case_loss", "lower_bound", "gap", "iterations", "seconds",
-            "constraints_before", "constraints_after", "audit_passed", "seed")
+    keys: tuple[str, ...] = ("status", "objective", "expected_loss", "worst_case_loss", "lower_bound", "gap",
+                             "iterations", "seconds", "constraints_before", "constraints_after", "audit_passed", "seed")
     if not isinstance(res.mechanism, Mechanism):
         keys = ("status", "draws", "expected_loss", "expected_loss_se", "worst_case_loss", "worst_case_loss_se",
                 "quantile_loss", "quantile_loss_se", "seconds", "seed")
@@ -221,25 +165,25 @@ def _print_solve(res: SolveResult, summary: dict[str, Any], space, method: str, 
 @instance_options
 @click.option("--methods", default="expmech,constopt,spanner", show_default=True,
               help=f"comma-separated, from {','.join(METHODS)}")
-@click.option("--r", "r", type=int, default=None, help="constopt: nearest neighbours left free [10]")
-@click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1,10,50]")
-@click.option("--delta", type=float, default=None, help="spanner: stretch of the spanner [2]")
-@click.option("--draws", type=int, default=None, help="madlib, laplace: Monte Carlo draws per record [2000]")
+@method_option("r")
+@method_option("lambdas")
+@method_option("delta")
+@method_option("draws")
 @click.option("--tight-delta", type=float, default=1e-3, show_default=True, help="delta of epsilon_tight")
 @click.option("--match-tight", type=float, default=None,
               help="calibrate each method's epsilon (from --epsilon) until its measured epsilon_tight is this "
                    "within 1%, as paper 002 compares methods")
 @click.option("--q", type=float, default=0.95, show_default=True,
               help="quantile of L_q (also the loss that picks constopt's lambda)")
-@click.option("--time-limit", type=float, default=None, help="seconds per method")
-@click.option("--out", "out_path", type=PathArg(dir_okay=False), default=None,
+@method_option("time_limit")
+@click.option("--out", "target", type=OutputPath(".json"), default=None,
               help="write the table as JSON (.json added when missing)")
 @click.option("--json", "as_json", is_flag=True)
 @table_format
 @click.pass_context
 def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, epsilon: float, eta: float,
             cost: str, seed: int | None, quiet: bool, methods: str, tight_delta: float, match_tight: float | None,
-            q: float, out_path: str | None, as_json: bool, **method_params: Any) -> None:
+            q: float, target: Path | None, as_json: bool, **method_params: Any) -> None:
     """Run several methods on one instance: time, LP size, epsilon_tight, L_q, losses.
 
     With --match-tight T every method is run at the epsilon where its measured epsilon_tight
@@ -261,7 +205,6 @@ def compare(ctx: click.Context, dataset: str, cell: float, outputs: int | None, 
             raise ValueError(f"none of --methods {','.join(names)} takes {', '.join(flag_name(n) for n in unused)}")
         seed = resolve_seed(seed)
         given["seed"] = seed
-        target = check_output_path(out_path, ".json")
         space = space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)
         rows = []
         D = space.distance_rows()
@@ -335,30 +278,29 @@ def _print_compare(report: dict[str, Any], space, epsilon: float, eta: float, ti
 @click.option("--cols", type=int, default=12, show_default=True)
 @click.option("--epsilon", type=float, default=2.0, show_default=True, help="per km")
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--out", "out_dir", type=PathArg(file_okay=False), default="out", show_default=True,
+@click.option("--out", "out_dir", type=OutputFolder(), default="out", show_default=True,
               help="folder for the two mechanism files")
-@click.option("--out-dir", "out_dir_old", type=PathArg(file_okay=False), default=None, hidden=True,
+@click.option("--out-dir", "out_dir_old", type=OutputFolder(), default=None, hidden=True,
               help="deprecated name of --out")
 @table_format
-def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: str, out_dir_old: str | None) -> None:
+def demo(rows: int, cols: int, epsilon: float, seed: int, out_dir: Path, out_dir_old: Path | None) -> None:
     """The main job on generated data: an optimal grid mechanism against ExpMech, audited."""
     with friendly_errors():
         if out_dir_old is not None:
             err.print("warning: --out-dir is deprecated; use --out")
             out_dir = out_dir_old
-        check_output_path(str(Path(out_dir) / "demo_lp.npz"))
         ds = parse_dataset(f"grid:{rows}x{cols}", cell=1.0)
         space = build_space(ds, epsilon=epsilon, eta=2.0, cost="travel", seed=resolve_seed(seed))
         out.print(f"[bold]certdp demo[/bold]: grid {rows}x{cols} of 1 km cells, {space.n_records} records, "
                   f"K={space.n_outputs} outputs, eps={epsilon:g}/km, eta=2 km, travel cost to 100 destinations")
         results = {"optimal LP": run_method(space, "lp", {}, False), "ExpMech": run_method(space, "expmech", {}, True)}
-        paths = {name: res.mechanism.save(Path(out_dir) / f"demo_{res.method}.npz") for name, res in results.items()}
+        paths = {name: exact(res).save(Path(out_dir) / f"demo_{res.method}.npz") for name, res in results.items()}
     t = Table(title="optimal mechanism vs exponential mechanism (same epsilon, same instance)")
     for c in ("mechanism", "exp. loss", "L_0.95", "lower bd", "gap", "sec", "audit"):
         t.add_column(c, justify="right" if c != "mechanism" else "left")
     for name, res in results.items():
         rep = audit_file(paths[name])
-        t.add_row(name, fmt(res.upper_bound), fmt(quantile_loss(res.mechanism.matrix, space.cost)),
+        t.add_row(name, fmt(res.upper_bound), fmt(quantile_loss(exact(res).matrix, space.cost)),
                   fmt(res.lower_bound), fmt(res.gap), fmt(res.timings.get("total"), 3),
                   "PASSED" if rep.passed else "FAILED")
     print_table(t)
@@ -381,8 +323,9 @@ def _demo_picture(space, lp: SolveResult, em: SolveResult, path: Path) -> None:
 
     record = int(np.argmin(np.abs(space.points - space.points.mean(axis=0)).sum(axis=1)))   # a central cell
     try:
-        per_record = [(res.mechanism.matrix * space.cost).sum(axis=1) for res in (lp, em)]
-        p = mechanism_picture(space.points, space.output_points, lp.mechanism.matrix, record, *per_record, path, names=("optimal LP", "ExpMech"),
+        mine, base = ((exact(res).matrix * space.cost).sum(axis=1) for res in (lp, em))
+        p = mechanism_picture(space.points, space.output_points, exact(lp).matrix, record, mine, base, path,
+                              names=("optimal LP", "ExpMech"),
                               title=f"{space.name}: eps {space.epsilon:g}/km, eta {space.eta:g} km, travel cost")
     except MissingExtraError as exc:
         err.print(f"no picture: {exc}", highlight=False)

@@ -10,17 +10,15 @@ import click
 
 from .. import _validate as V
 from ..text import TextSanitizer
-from .common import Live, PathArg, check_output_path, friendly_errors, main
+from .._io import read_bytes
+from .common import Live, OutputPath, PathArg, Real, friendly_errors, main
 
 
 def _read_text(input_path: str) -> str:
     try:
         if input_path == "-":
             return sys.stdin.buffer.read().decode("utf-8")
-        p = Path(input_path)
-        if not p.is_file():
-            raise ValueError(f"--input: file not found: {p}")
-        return p.read_bytes().decode("utf-8")
+        return read_bytes(input_path, "--input").decode("utf-8")
     except UnicodeDecodeError:
         where = "standard input" if input_path == "-" else f"--input {input_path}"
         raise ValueError(f"{where} is not UTF-8 text") from None
@@ -33,7 +31,7 @@ def _read_text(input_path: str) -> str:
 @click.option("--epsilon", type=float, default=None, help="privacy budget per unit of embedding distance")
 @click.option("--vocabulary", type=int, default=500, show_default=True,
               help="how many words from the top of the file the mechanism covers")
-@click.option("--eta", type=float, default=float("inf"), show_default=True,
+@click.option("--eta", type=Real(allow_inf=True), default=float("inf"), show_default=True,
               help="neighbour threshold in embedding distance ('inf': every pair of vocabulary words)")
 @click.option("--method", type=click.Choice(["constopt", "expmech", "optmech", "spanner", "lp", "outputs"]),
               default="constopt", show_default=True, help="how the mechanism is built (certdp solve's methods)")
@@ -41,7 +39,7 @@ def _read_text(input_path: str) -> str:
 @click.option("--lambdas", default=None, help="constopt: penalties to sweep [0.001,0.1,1,10,50]")
 @click.option("--mechanism", "mechanism_path", type=PathArg(dir_okay=False), default=None,
               help="use a mechanism written by --save (audited first) instead of building one")
-@click.option("--save", "save_path", type=PathArg(dir_okay=False), default=None,
+@click.option("--save", "save_path", type=OutputPath(".npz"), default=None,
               help="write the mechanism, with its words, for later runs (.npz added when missing)")
 @click.option("--input", "input_path", type=PathArg(dir_okay=False, allow_dash=True), default="-", show_default=True,
               help="the text (UTF-8); - for stdin")
@@ -50,14 +48,14 @@ def _read_text(input_path: str) -> str:
 @click.option("--seed", type=int, default=None, help="reproducible draws (default: OS secure randomness)")
 @click.option("--quiet", is_flag=True, help="no progress line and no report on stderr")
 def sanitize(embeddings: str | None, words: str | None, epsilon: float | None, vocabulary: int, eta: float,
-             method: str, r: int | None, lambdas: str | None, mechanism_path: str | None, save_path: str | None,
+             method: str, r: int | None, lambdas: str | None, mechanism_path: str | None, save_path: Path | None,
              input_path: str, pairs: bool, as_json: bool, seed: int | None, quiet: bool) -> None:
     """Replace each vocabulary word of a text by a word drawn from a certified mechanism over
     the vocabulary (paper 002's setting); punctuation, case, spacing and words outside the
     vocabulary are kept. The text is read from stdin and written to stdout; what changed goes to
     stderr. Every pair of vocabulary words u, v is protected at epsilon times their embedding
     distance; words outside the vocabulary are not protected."""
-    from .mechanisms import parse_lambdas
+    from ..solve import parse_numbers
 
     with friendly_errors():
         if mechanism_path is None and (embeddings is None or epsilon is None):
@@ -71,10 +69,10 @@ def sanitize(embeddings: str | None, words: str | None, epsilon: float | None, v
         if r is not None:
             options["r"] = r
         if lambdas is not None:
-            options["lambdas"] = parse_lambdas(lambdas)
+            options["lambdas"] = parse_numbers("--lambdas", lambdas)
         if options and method != "constopt":
             raise ValueError(f"--r and --lambdas are options of --method constopt, not {method}")
-        target = check_output_path(save_path, ".npz")
+        target = save_path
         text = _read_text(input_path)
         with Live(f"sanitize: {method} over {vocabulary} words", quiet=quiet) as live:
             s = TextSanitizer(embeddings, epsilon=epsilon, vocabulary=vocabulary, words=words, eta=eta, method=method,
@@ -86,6 +84,7 @@ def sanitize(embeddings: str | None, words: str | None, epsilon: float | None, v
     if quiet:
         return
     m = s.mechanism_
+    assert m.geometry is not None   # built by Mechanism.certified or loaded from an audited file
     if as_json:
         report = {**result.counts, "vocabulary": m.n_records, "epsilon": m.epsilon, "eta": m.geometry.eta,
                   "method": m.metadata.get("method"), "saved": str(saved) if saved else None}

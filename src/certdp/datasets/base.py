@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _validate as V
 from ..randomness import RNGLike, as_generator
-from ..space import Space, pairwise
+from ..space import Space, check_points, pairwise
 
 COST_MODELS = ("distance", "travel")
 
@@ -118,7 +118,7 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
         seed = secrets.randbits(32)       # drawn, and recorded in the space, so the instance can be rebuilt
     gen = as_generator(seed)
     if outputs is not None:
-        out = np.asarray(outputs, dtype=np.int64)
+        out = V.int_array("outputs", outputs)
         if out.ndim != 1 or out.size == 0 or out.min() < 0 or out.max() >= n:
             raise ValueError(f"outputs must be a non-empty list of record indices in [0, {n - 1}]")
         if len(np.unique(out)) != len(out):
@@ -126,7 +126,8 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
     else:
         out = choose_outputs(n, n_outputs, gen)
     if cost == "distance":
-        c = pairwise(dataset.points, dataset.points[out], dataset.metric)
+        c = pairwise(check_points(dataset.points, dataset.metric, f"the records of {dataset.name}"),
+                     dataset.points[out], dataset.metric)
     else:
         if dataset.travel is None:
             raise ValueError(f"cost='travel' needs a road network or grid dataset; {dataset.name!r} has no travel model")
@@ -140,7 +141,7 @@ def build_space(dataset: Dataset, *, epsilon: float, eta: float, n_outputs: int 
         c = travel_cost(pd, pd[out])
     if prior is None:
         prior = np.full(n, 1.0 / n)
-    return Space(cost=c, prior=np.asarray(prior, dtype=np.float64), epsilon=epsilon, eta=eta,
+    return Space(cost=c, prior=prior, epsilon=epsilon, eta=eta,
                  metric=dataset.metric, points=dataset.points, output_records=out,
                  labels=dataset.labels, name=dataset.name, unit=dataset.unit,
                  seed=int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None)

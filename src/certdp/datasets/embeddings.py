@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _validate as V
+from .._io import input_file, read_bytes
 from ..randomness import RNGLike, as_generator
 from .base import Dataset
 
@@ -19,9 +20,7 @@ def read_word2vec_bin(path: str | Path, limit: int | None = None) -> tuple[list[
     Returns the words and a (count, dim) float64 array. ``limit`` keeps only the first words.
     """
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"word2vec file not found: {p}")
-    data = p.read_bytes()
+    data = read_bytes(p, "word2vec file")
     nl = data.find(b"\n")
     try:
         count, dim = (int(x) for x in data[:nl].split())
@@ -31,6 +30,9 @@ def read_word2vec_bin(path: str | Path, limit: int | None = None) -> tuple[list[
         raise ValueError(f"{p}: header says {count} words of dimension {dim}")
     if limit is not None:
         count = min(count, V.int_in_range("limit", limit, 1))
+    if count * (4 * dim + 2) > len(data):          # each word: at least one byte, a space and its floats
+        raise ValueError(f"{p}: header says {count:,} words of dimension {dim}, more than its "
+                         f"{len(data):,} bytes can hold (a truncated or damaged file)")
     words: list[str] = []
     vecs = np.empty((count, dim), dtype=np.float32)
     pos = nl + 1
@@ -48,23 +50,26 @@ def read_word2vec_bin(path: str | Path, limit: int | None = None) -> tuple[list[
 
 
 def read_npy_words(npy: str | Path, words: str | Path | None = None) -> tuple[list[str], np.ndarray]:
-    """Read an embedding matrix from ``.npy`` and its words (one per line) from ``words``
+    """Read an embedding matrix from ``.npy`` (real numbers: complex, boolean, string or object
+    arrays are refused, never converted) and its words (one per line, UTF-8) from ``words``
     (default: the same path with ``.txt``)."""
-    p = Path(npy)
-    if not p.is_file():
-        raise ValueError(f"embedding file not found: {p}")
+    p = input_file(npy, "embedding file")
     try:
         raw = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{p} is not a .npy array file ({type(exc).__name__}: {exc})") from None
-    if not isinstance(raw, np.ndarray) or raw.dtype.kind not in "fiu":
-        raise ValueError(f"{p} must hold one numeric (words x dim) array")
-    vecs = raw.astype(np.float64)
+    except (OSError, ValueError, EOFError) as exc:
+        reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise ValueError(f"{p} is not a readable .npy array ({reason})") from None
+    if not isinstance(raw, np.ndarray):
+        raise ValueError(f"{p} holds several arrays (.npz); an embedding file holds one (words x dim) array")
+    vecs = V.real_array(f"the vectors of {p}", raw)
     if vecs.ndim != 2:
         raise ValueError(f"{p} must hold a 2-D (words x dim) array, got shape {vecs.shape}")
     wp = Path(words) if words is not None else p.with_suffix(".txt")
-    if wp.is_file():
-        wl = wp.read_text(encoding="utf-8").splitlines()
+    if words is not None or wp.exists():
+        try:
+            wl = read_bytes(wp, "word list").decode("utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"word list {wp} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if len(wl) != len(vecs):
             raise ValueError(f"{wp} has {len(wl)} words but {p} has {len(vecs)} vectors")
     else:

@@ -16,6 +16,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from .. import _validate as V
+from .._io import input_file
 from ..randomness import RNGLike, as_generator
 from .base import Dataset
 
@@ -44,15 +45,15 @@ class RoadNetwork:
 
 def _read_csv(path: str | Path, columns: tuple[str, ...], what: str) -> pd.DataFrame:
     import pandas as pd   # imported here: only road networks read CSV files this way
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"{what} file not found: {p}")
+    p = input_file(path, f"{what} file")
     try:
         df = pd.read_csv(p)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{what} file {p} is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ValueError(f"{what} file {p} is not a valid CSV: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} file {p}: {exc.strerror or exc}") from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ValueError(f"{what} file {p} must have columns {','.join(columns)}; missing {missing}")
@@ -76,18 +77,24 @@ def load_road_network(nodes_csv: str | Path, edges_csv: str | Path) -> RoadNetwo
         length = edges["length_m"].to_numpy(dtype=np.float64) / 1000.0
     except (TypeError, ValueError) as exc:
         raise ValueError(f"road network files have non-numeric coordinates or lengths: {exc}") from None
-    if len(np.unique(ids)) != len(ids):
+    if len(np.unique(ids.astype(str))) != len(ids):
         raise ValueError(f"nodes file {nodes_csv} repeats node ids")
     if np.any(np.abs(lat) > 90) or np.any(np.abs(lon) > 180):
         raise ValueError(f"nodes file {nodes_csv} has coordinates outside lat [-90, 90], lon [-180, 180]")
     if not np.all(np.isfinite(length)) or np.any(length < 0):
         raise ValueError(f"edges file {edges_csv} has negative or non-finite lengths")
-    pos = pd.Series(np.arange(len(ids)), index=ids)
-    try:
-        u = pos.loc[edges["u"].to_numpy()].to_numpy()
-        v = pos.loc[edges["v"].to_numpy()].to_numpy()
-    except KeyError as exc:
-        raise ValueError(f"edges file {edges_csv} names nodes missing from {nodes_csv}: {exc}") from None
+    # ids are matched as the text the files hold (a column pandas read as numbers in one file and
+    # as text in the other still names the same nodes)
+    pos = pd.Series(np.arange(len(ids)), index=ids.astype(str))
+    ends = edges[["u", "v"]].astype(str)
+    missing = pd.unique(ends.to_numpy().ravel())
+    missing = missing[~pd.Index(missing).isin(pos.index)]
+    if len(missing):
+        shown = ", ".join(repr(x) for x in missing[:5])
+        raise ValueError(f"edges file {edges_csv} names {len(missing)} node ids missing from {nodes_csv} "
+                         f"(e.g. {shown})")
+    u = pos.loc[ends["u"].to_numpy()].to_numpy()
+    v = pos.loc[ends["v"].to_numpy()].to_numpy()
     n = len(ids)
     keep = u != v
     u, v, length = u[keep], v[keep], length[keep]

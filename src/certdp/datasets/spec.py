@@ -25,11 +25,14 @@ SPEC_FORMS = ("grid:ROWSxCOLS", "gaussian:N:DIM", "road:NODES.csv,EDGES.csv[:N]"
               "embedding:FILE:N")
 
 
-def _int(text: str, what: str, spec: str) -> int:
+def _int(text: str, what: str, spec: str, lo: int) -> int:
     try:
-        return int(text)
+        v = int(text)
     except ValueError:
         raise ValueError(f"dataset spec {spec!r}: {what} must be an integer, got {text!r}") from None
+    if v < lo:
+        raise ValueError(f"dataset spec {spec!r}: {what} must be >= {lo}, got {v}")
+    return v
 
 
 def _float(text: str, what: str, spec: str) -> float:
@@ -59,7 +62,7 @@ def parse_dataset(spec: str, *, cell: float = 1.0, seed: RNGLike = None) -> Data
         parts = rest.split(":")
         if len(parts) != 2:
             raise ValueError(f"dataset spec {spec!r}: expected gaussian:N:DIM, e.g. gaussian:500:3")
-        return gaussian(_int(parts[0], "N", spec), _int(parts[1], "DIM", spec), seed)
+        return gaussian(_int(parts[0], "N", spec, 2), _int(parts[1], "DIM", spec, 1), seed)
     if kind == "road":
         files, _, n = rest.rpartition(":")
         if not files or "," in n:          # no ':N': every node
@@ -67,7 +70,7 @@ def parse_dataset(spec: str, *, cell: float = 1.0, seed: RNGLike = None) -> Data
         parts = files.split(",")
         if len(parts) != 2 or not all(parts):
             raise ValueError(f"dataset spec {spec!r}: expected road:NODES.csv,EDGES.csv or road:NODES.csv,EDGES.csv:N")
-        return road_network(parts[0], parts[1], _int(n, "N", spec) if n else None, seed)
+        return road_network(parts[0], parts[1], _int(n, "N", spec, 2) if n else None, seed)
     if kind == "area":
         box, _, size = rest.rpartition(":")
         edges = box.split(",")
@@ -80,5 +83,5 @@ def parse_dataset(spec: str, *, cell: float = 1.0, seed: RNGLike = None) -> Data
         path, _, n = rest.rpartition(":")
         if not path or not n:
             raise ValueError(f"dataset spec {spec!r}: expected embedding:FILE:N")
-        return embeddings(path, _int(n, "N", spec), seed)
+        return embeddings(path, _int(n, "N", spec, 2), seed)
     raise ValueError(f"unknown dataset kind {kind!r} in {spec!r}; expected one of {', '.join(SPEC_FORMS)}")

@@ -26,7 +26,7 @@ class Comparison:
     variables: int | None
     constraints: int | None
     nonzeros: int | None
-    epsilon_tight: float | None
+    epsilon_tight: float
     quantile_loss: float | None
     quantile_loss_se: float | None
     worst_case_loss: float | None
@@ -108,7 +108,7 @@ def match_tight(space: Space, method: str, target: float, options: dict[str, Any
     def measure(eps: float) -> float:
         at = space.with_epsilon(eps)
         res = solve_one(at, method, opts)
-        tight = float(compare_row(at, res, delta=delta, distance=D).epsilon_tight)
+        tight = compare_row(at, res, delta=delta, distance=D).epsilon_tight
         trials.append((eps, tight, res))
         return tight
 

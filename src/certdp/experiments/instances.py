@@ -47,8 +47,6 @@ SEED = 1
 GRID_SHAPES = {100: (10, 10), 250: (10, 25), 500: (20, 25), 1000: (25, 40), 2000: (40, 50)}
 #: (eta, epsilon) of the ``-paper`` instances (see the module docstring)
 PAPER_SETTINGS = {"grid": (2.0, 10.0), "road": (0.1, 200.0), "text": (1.07, 20 / 1.07), "gauss": (0.47, 20 / 0.47)}
-PAPER000 = ["grid-500", "grid-500-paper", "road-500-paper", "text-500-paper", "gauss-500-paper", "grid-500-KN", "road-500", "road-500-KN", "road-1000", "text-500",
-            "text-500-KN", "text-1000", "gauss-500", "gauss-500-KN", "gauss-1000"]
 
 
 def data_dir() -> Path:

@@ -12,6 +12,7 @@ from ..datasets.city import World, project_km
 from ..family.additive import estimate_noise_mechanism
 from ..lp.outcome import SolverLimitError
 from ..lrgeo.user import LRGeoParams
+from ..mechanism import Mechanism
 from ..randomness import RNGLike
 from ..solve import solve
 from ..space import Space
@@ -36,10 +37,10 @@ def run_baseline(name: str, world: World, params: LRGeoParams, locations: np.nda
     cbar = world.expected_cost
     t0 = time.perf_counter()
     try:
-        if name in ("lp", "constopt"):
-            Z = solve(sp_, name, time_limit=time_limit).mechanism.matrix
-        elif name == "expmech":
-            Z = solve(sp_, "expmech").mechanism.matrix   # distance, not cost, in the exponent
+        if name in ("lp", "constopt", "expmech"):   # expmech: distance, not cost, in the exponent
+            mech = (solve(sp_, name) if name == "expmech" else solve(sp_, name, time_limit=time_limit)).mechanism
+            assert isinstance(mech, Mechanism)   # an exact method: a certified matrix
+            Z = mech.matrix
         else:
             pts = project_km(world.latlon, world.lat0)
             esp = Space(cost=world.expected_cost, prior=sp_.prior, epsilon=params.epsilon, eta=params.gamma,

@@ -83,7 +83,7 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
     g = as_generator(rng)
     work = Workload.random(tensor.shape, queries, qcols, g)
     truth = true_answers(tensor, work)
-    rows = []
+    rows: list[CompareRow] = []
     total = len(names) * reps
     for m in names:
         errs, blocks, secs, spent = [], [], [], []
@@ -91,7 +91,7 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
             t0 = time.perf_counter()
             v = build_view(tensor, m, epsilon, g, **params.get(m, {}))
             secs.append(time.perf_counter() - t0)
-            errs.append(rmse(v.answer(work), truth))
+            errs.append(rmse(v.estimates(work), truth))
             done = len(rows) * reps + rep + 1
             report(progress, "build", f"{m} repetition {rep + 1}/{reps}: RMSE {errs[-1]:.4g}, {secs[-1]:.2f} s",
                    {"done": done, "total": total, "method": m, "rmse": errs[-1]})

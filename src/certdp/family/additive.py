@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 from .. import _validate as V
+from ..lp.outcome import Status
 from ..mechanism import SolveResult
 from ..randomness import RNGLike, as_generator, uniforms
 from ..space import Space
@@ -170,15 +170,6 @@ class MonteCarloResult:
     q: float
     timings: dict[str, float] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, Any]:
-        """The ``--json`` summary: estimated losses with their standard errors."""
-        return {"method": self.method, "status": "monte-carlo", "epsilon": self.epsilon, "draws": self.draws,
-                "n_records": int(self.matrix.shape[0]), "n_outputs": int(self.matrix.shape[1]),
-                "expected_loss": self.expected_loss, "expected_loss_se": self.expected_loss_se,
-                "worst_case_loss": self.worst_case_loss, "worst_case_loss_se": self.worst_case_loss_se,
-                "quantile_loss": self.quantile_loss, "quantile_loss_se": self.quantile_loss_se, "q": self.q,
-                "seconds": self.timings.get("total"), "audit_passed": None}
-
 
 def estimate_noise_mechanism(space: Space, method: str = "madlib", *, draws: int = 2000, q: float = 0.95,
                              seed: RNGLike = None, bootstrap: int = 200) -> MonteCarloResult:
@@ -196,6 +187,7 @@ def estimate_noise_mechanism(space: Space, method: str = "madlib", *, draws: int
     loss_sq = np.zeros(N)
     dim = mech._pts.shape[1]
     per_block = max(1, 400_000 // max(dim, 1))
+    V.fits_in_memory(f"{draws:,} draws for each of {N:,} records", 8.0 * N * draws)
     recs = np.repeat(np.arange(N), draws)
     for s in range(0, len(recs), per_block):
         r = recs[s:s + per_block]
@@ -232,7 +224,7 @@ def solve_additive(space: Space, *, method: str, draws: int = 2000, q: float = 0
              "expected_loss": mc.expected_loss, "expected_loss_se": mc.expected_loss_se,
              "worst_case_loss": mc.worst_case_loss, "worst_case_loss_se": mc.worst_case_loss_se,
              "quantile_loss": mc.quantile_loss, "quantile_loss_se": mc.quantile_loss_se, "q": q, "estimate": mc}
-    return SolveResult(mechanism=NoiseMechanism(space, method), method=method, status="estimated",
+    return SolveResult(mechanism=NoiseMechanism(space, method), method=method, status=Status.ESTIMATED,
                        upper_bound=mc.expected_loss, lower_bound=None, gap=None, timings=dict(mc.timings),
                        stats=stats, message=f"losses are Monte Carlo estimates over {draws} draws per record; "
                        "the privacy guarantee is analytic (noise, then the nearest output)")

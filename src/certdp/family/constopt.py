@@ -59,7 +59,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..lp.highs import INF, HighsLP
-from ..lp.outcome import SolverLimitError
+from ..lp.outcome import SolverLimitError, Status
 from ..measures import quantile_loss, worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..pmo.model import MAX_LOG_RATIO
@@ -263,7 +263,8 @@ def _solve_rowgen(lp: ConstOptLP, *, solver: str, tolerance: float, time_limit: 
                   progress: Progress | None = None) -> tuple[Any, HighsLP, list[int]]:
     """Solve the LP with the free-free rows (kind 3) generated lazily.
 
-    Almost none of the kind-3 rows bind (a few dozen of 49,000 at n = 400), so the LP starts
+    Almost none of the kind-3 rows bind
+    (docs/decisions.md#constoptmechs-lp-is-exact-but-smaller-than-the-papers), so the LP starts
     with the kind-2, row-sum and loss rows plus the kind-3 rows in ``active``; violated kind-3
     rows are added and the model re-solved by dual simplex from its basis until none is violated
     (by more than 1e-9). The result is an optimum of the full LP. ``active`` lists kind-3 row
@@ -327,14 +328,15 @@ class _Sweep:
         """Solve the LP of ``lam``: by dual simplex from the previous optimal basis first (capped
         at half the first solve's time, at least 10 s), afresh with ``solver`` if that stalls."""
         remaining = self.remaining(lam)
-        warm = self.prev is not None and self.prev[2] is not None
-        if warm:
+        prev = self.prev
+        warm = prev is not None and prev[2] is not None
+        if warm and prev is not None:
             cap = max(10.0, 0.5 * (self.first_seconds or 0.0))
             cap = cap if remaining is None else min(cap, remaining)
-            report(self.progress, "lambda", f"lambda={lam}: warm start from lambda={self.prev[0]} (cap {cap:.0f} s)")
+            report(self.progress, "lambda", f"lambda={lam}: warm start from lambda={prev[0]} (cap {cap:.0f} s)")
             t0 = time.perf_counter()
             sol, model, self.active = _solve_rowgen(lp, solver="simplex", tolerance=self.tolerance, time_limit=cap,
-                                                    basis=self.prev[2], active=self.active, progress=self.progress)
+                                                    basis=prev[2], active=self.active, progress=self.progress)
             self.t_solve += time.perf_counter() - t0
             if sol.status == "optimal":
                 return sol, model, True
@@ -369,10 +371,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
             'quantile' (L_q, the loss paper 002 reports; ``q`` its quantile).
         tolerance: HiGHS's feasibility tolerance for the LPs.
         solver: the HiGHS algorithm of the first LP of the sweep. 'auto' picks dual
-            simplex up to 8,000 variables (n = 400, r = 10 is 4,401: 6 s against IPM's 8 s; on
-            Helsinki POIs at eps 32/km, n = 200, 4 s against 105 s, where the exp(eps d) range
-            slows IPM down) and IPM with crossover above (n = 1,000: dual simplex needed 323 s
-            for the first LP alone; the whole sweep with IPM took 207 s). The other lambdas
+            simplex up to 8,000 variables and IPM with crossover above
+            (docs/decisions.md#constoptmech-solves-by-dual-simplex-up-to-8000-variables). The other lambdas
             start by dual simplex from the previous optimal basis.
         time_limit: seconds for the whole sweep; if an LP hits it, :class:`SolverLimitError`
             is raised and no mechanism is returned.
@@ -449,5 +449,5 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
              "certify_mixing": cert.mixing, "constraints_before": None, "constraints_after": counts["constraints"],
              **counts}
     timings = {"assemble": t_asm, "solve": run.t_solve, "certify": t_cert, "total": time.perf_counter() - t_start}
-    return SolveResult(mechanism=mech, method="constopt", status="heuristic", upper_bound=loss, lower_bound=None,
+    return SolveResult(mechanism=mech, method="constopt", status=Status.HEURISTIC, upper_bound=loss, lower_bound=None,
                        gap=None, iterations=0, timings=timings, stats=stats, objective="worst")

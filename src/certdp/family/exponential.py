@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .. import _validate as V
+from ..lp.outcome import Status
 from ..measures import worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..space import Space, pairwise
@@ -25,8 +26,9 @@ from ..space import Space, pairwise
 def output_distances(space: Space) -> np.ndarray:
     """(N, K) privacy-metric distances from every record to every output."""
     if space.output_records is not None:
-        return space.distance_rows()[:, space.output_records] if space.metric == "precomputed" else \
-            pairwise(space.points, space.points[space.output_records], space.metric)
+        if space.metric == "precomputed" or space.points is None:
+            return space.distance_rows()[:, space.output_records]
+        return pairwise(space.points, space.points[space.output_records], space.metric)
     if space.output_points is None:
         raise ValueError("the space has neither output_records nor output_points")
     if space.points is None:
@@ -61,7 +63,7 @@ def exponential_mechanism(space: Space, weights: np.ndarray | None = None, *,
     Z = exponential_matrix(output_distances(space), space.epsilon, weights)
     mech, cert = Mechanism.certified(space, Z, method=method)
     ub = mech.expected_loss() if objective == "expected" else worst_case_loss(mech.matrix, space.cost)
-    return SolveResult(mechanism=mech, method=method, status="heuristic", upper_bound=ub, lower_bound=None,
+    return SolveResult(mechanism=mech, method=method, status=Status.HEURISTIC, upper_bound=ub, lower_bound=None,
                        gap=None, timings={"total": time.perf_counter() - t0}, objective=objective,
                        stats={"n_records": space.n_records, "n_outputs": space.n_outputs,
                               "certify_mixing": cert.mixing, "constraints_before": None,

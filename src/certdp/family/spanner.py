@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ..lp.highs import INF, HighsLP
-from ..lp.outcome import SolverLimitError
+from ..lp.outcome import SolverLimitError, Status
 from ..measures import worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..pmo.bounds import worst_case_lower_bound
@@ -128,5 +128,5 @@ def spanner_mechanism(space: Space, *, delta: float = 2.0, objective: str = "wor
              "spanner_lp_objective": scale * float(sol.objective), "spanner_lp_dual_bound": lb_lp}
     timings = {"spanner": t_span, "assemble": t_asm, "solve": sol.seconds, "certify": t_cert,
                "total": time.perf_counter() - t_start}
-    return SolveResult(mechanism=mech, method="spanner", status="heuristic", upper_bound=upper, lower_bound=None,
+    return SolveResult(mechanism=mech, method="spanner", status=Status.HEURISTIC, upper_bound=upper, lower_bound=None,
                        gap=None, iterations=sol.iterations, timings=timings, stats=stats, objective=objective)

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from ..progress import Progress, bounds_line, report
 from .bounds import drop_small_coefficients, lagrangian_affine, lagrangian_bound
 from .highs import INF, HighsLP
-from .outcome import SolverLimitError, relative_gap
+from .outcome import SolverLimitError, Status, relative_gap
 
 
 # --------------------------------------------------------------------- the data
@@ -258,9 +258,10 @@ class SerialRunner:
 # ---------------------------------------------------------------------- engine
 @dataclass
 class BendersOutcome:
-    """What the engine found."""
+    """What the engine found; ``status`` is one of optimal, time_limit, iteration_limit,
+    stalled or failed."""
 
-    status: str
+    status: Status
     y: np.ndarray | None
     x: list[np.ndarray | None]
     upper_bound: float
@@ -455,7 +456,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status = "iteration_limit"
+    status = Status.ITERATION_LIMIT
     it = 0
     kelley = False
     core = None if core is None else np.asarray(core, dtype=np.float64).copy()
@@ -466,15 +467,15 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     try:
         for it in range(1, max_iterations + 1):
             if left() is not None and left() <= 0:
-                status, it = "time_limit", it - 1
+                status, it = Status.TIME_LIMIT, it - 1
                 break
             try:
                 solved = m.solve(left())
             except SolverLimitError:
-                status, it = "failed", it - 1
+                status, it = Status.FAILED, it - 1
                 break
             if solved is None:  # the master alone used up the time limit
-                status, it = "time_limit", it - 1
+                status, it = Status.TIME_LIMIT, it - 1
                 break
             y_master, theta, lb_it, obj, t_master = solved
             lb = max(lb, lb_it)
@@ -512,14 +513,14 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     n_sep = extra[0].shape[0]
             rec["separated"] = n_sep
             if g <= gap:
-                status = "optimal"
+                status = Status.OPTIMAL
                 break
             if any(r.status == "time_limit" for r in results):
-                status = "time_limit"
+                status = Status.TIME_LIMIT
                 break
             if not cuts and not n_sep and y is y_master:
                 failed = any(r.status == "failed" for r in results)
-                status = "failed" if failed else "stalled"   # (at the gap it would have stopped above)
+                status = Status.FAILED if failed else Status.STALLED   # (at the gap it would have stopped above)
                 break
     finally:
         if own_runner:

@@ -56,8 +56,8 @@ class _NormalEquations:
     [R, I, -I] with the slack pair): factored once, solved twice (predictor and corrector).
 
     Nearly all of an iteration is the rank-k product that forms M (m^2 n flops) and its
-    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision (at m = 5,000,
-    n = 8,000 on the reference machine: 0.66 s and 0.19 s against 1.85 s and 0.37 s), and each
+    Cholesky factor (m^3 / 3). In ``mixed`` mode both run in single precision
+    (docs/decisions.md#the-dense-ipm-forms-its-normal-equations-in-single-precision), and each
     solve is refined to double precision by conjugate gradients on the exact (double) operator
     ``v -> A (d * A'v)``, the single factor as preconditioner: while the factor's error is
     small against 1 (condition of M below ~1e6), a few iterations reach a residual of
@@ -111,13 +111,13 @@ class _NormalEquations:
             # near the end x/s spans 1e300: columns with a weight below 1e-30 of the largest
             # add nothing and are left out (a guard against subnormal products)
             w[w < 1e-30 * float(w.max())] = 0.0
-        R = self.R32 if single else self.R
-        if self.scaled is None or self.scaled.dtype != R.dtype:
-            self.scaled = np.empty_like(R)       # reused: a fresh m x n array each time costs page faults
-        np.multiply(R, w.astype(R.dtype)[None, :], out=self.scaled)
+        R = self.R32 if single and self.R32 is not None else self.R
+        S = self.scaled
+        if S is None or S.dtype != R.dtype:
+            S = self.scaled = np.empty_like(R)   # reused: a fresh m x n array each time costs page faults
+        np.multiply(R, w.astype(R.dtype)[None, :], out=S)
         syrk = sl.blas.ssyrk if single else sl.blas.dsyrk
         # M = S S' with S = R diag(w), from S or from its transpose, whichever is Fortran-ordered
-        S = self.scaled
         M = syrk(1.0, S, trans=0, lower=0) if S.flags.f_contiguous else syrk(1.0, S.T, trans=1, lower=0)
         M[np.diag_indices(m)] += diag.astype(M.dtype)
         scale = max(1.0, float(np.trace(M)) / m)
@@ -208,8 +208,8 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
     if g.shape != (n,) or rhs.shape != (m,):
         raise ValueError(f"shapes: R {R.shape}, g {g.shape}, rhs {rhs.shape}")
     box = slack_costs is not None
-    cp, cm = (np.asarray(slack_costs[0], dtype=np.float64), np.asarray(slack_costs[1], dtype=np.float64)) \
-        if box else (np.zeros(0), np.zeros(0))
+    cp, cm = (np.zeros(0), np.zeros(0)) if slack_costs is None else \
+        (np.asarray(slack_costs[0], dtype=np.float64), np.asarray(slack_costs[1], dtype=np.float64))
     if box and (cp.shape != (m,) or cm.shape != (m,)):
         raise ValueError("slack costs must have one entry per row")
     if not (np.isfinite(R).all() and np.isfinite(g).all() and np.isfinite(rhs).all()
@@ -220,8 +220,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
 
     # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one): when both run
     # threads, each one's idle threads spin between its calls and take the cores from the other
-    # (two threads were then 1.5-2x slower than one at N = 1,000; through one library, 1.3-1.5x
-    # faster)
+    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library)
     # BLAS wants Fortran order, and scipy copies anything else on every call (R has m x n
     # entries: at m = 5,000 that copy cost more than the product): use R itself when it is
     # Fortran-ordered (the masters' R is), else its transpose, which then is
@@ -284,7 +283,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
             ds = rd - At_mul(dy)
             return rc / s - d * ds, dy, ds
 
-        dxa, dya, dsa = direction(-x * s)
+        dxa, _, dsa = direction(-x * s)
         ap, ad = longest(x, dxa), longest(s, dsa)
         mu_aff = float((x + ap * dxa) @ (s + ad * dsa)) / n_all
         sigma = (mu_aff / mu) ** 3
@@ -294,6 +293,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
         y = y + ad * dy
         s = s + ad * ds
         xs = float(x @ s)
+    assert best is not None   # set in the first iteration
     err, x, y, _ = best
     if status != "optimal" and err < 100 * tol:
         status = "inaccurate"

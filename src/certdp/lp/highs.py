@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _validate as V
+from .._interrupt import Interrupted, StopFlag, native_section, stops_enforced
 from ..progress import Progress, report
 from .outcome import SolverLimitError
 
@@ -60,6 +61,43 @@ _STATUS = {
     highspy.HighsModelStatus.kModelEmpty: "optimal",
 }
 
+INTERRUPTIBLE_NONZEROS = 50_000
+"""Models with at least this many non-zeros poll for Ctrl-C at every simplex and interior-point
+iteration (HiGHS's interrupt callbacks), so that it stops them at once, unless the process's
+stops are enforced from outside the solve (the ``certdp`` command's watchdog ends the process
+anyway: :func:`certdp._interrupt.stops_enforced`). A poll is a call into Python: polled, the
+solves of the monolithic LPs of grids of 36 to 144 records took a median 1% and at most 3.9%
+more CPU time, with the same iterations (``benchmarks/cli/results/interrupt_polling.md``);
+smaller models, whose iterations cost less, finish their solves in a fraction of a second and
+are left unpolled."""
+
+
+_LOGGING = int(highspy.cb.HighsCallbackType.kCallbackLogging)
+
+
+class _Hooks:
+    """What a model's one HiGHS callback does (HiGHS keeps one per model): answer the interrupt
+    polls from ``stop``, and pass each log message to ``log`` when it is set."""
+
+    __slots__ = ("stop", "log")
+
+    def __init__(self) -> None:
+        self.stop = StopFlag()
+        self.log: Any = None
+
+
+def _poll(kind: int, message: str, data_out: object, data_in: object, hooks: _Hooks) -> None:
+    """HiGHS's callback: a log message goes to ``hooks.log``; an interrupt poll stops the solve
+    when ``hooks.stop`` says so (answered either way: HiGHS keeps the answer from one run to
+    the next). It must not raise: an exception raised inside a HiGHS callback corrupts the
+    solver, which is why every solve with a callback runs in a
+    :func:`~certdp._interrupt.native_section`."""
+    if kind == _LOGGING:
+        if hooks.log is not None:
+            hooks.log(message)
+    else:
+        data_in.user_interrupt = hooks.stop.stop  # type: ignore[attr-defined]
+
 
 @dataclass(frozen=True)
 class LPSolution:
@@ -85,11 +123,6 @@ class LPSolution:
     primal_feasible: bool
     iterations: int
     seconds: float
-
-    @property
-    def optimal(self) -> bool:
-        """Whether HiGHS reported an optimal solution."""
-        return self.status == "optimal"
 
 
 def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
@@ -171,6 +204,7 @@ class HighsLP:
                  time_limit: float | None = None, tolerance: float = 1e-9, presolve: bool = True,
                  log: bool = False, progress: Progress | None = None) -> None:
         self.h = highspy.Highs()
+        self.hooks: _Hooks | None = None
         self.time_limit = None if time_limit is None else V.positive_float("time_limit", time_limit, allow_inf=True)
         _configure(self.h, solver=solver, tolerance=tolerance,
                    presolve=presolve, log=log)
@@ -202,6 +236,23 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the model (passModel returned an error: coefficients out of its range?)")
         self.n_col = n_col
         self.n_row = n_row
+        if A.nnz >= INTERRUPTIBLE_NONZEROS and not stops_enforced():
+            self._poll_for_stop()
+
+    def _callback(self) -> _Hooks:
+        """The model's hooks, its HiGHS callback set to :func:`_poll` the first time (the raw
+        callback of highspy's base class: highspy's own dispatch costs twice as much a call)."""
+        if self.hooks is None:
+            self.hooks = _Hooks()
+            super(highspy.Highs, self.h).setCallback(_poll, self.hooks)  # type: ignore[arg-type]
+        return self.hooks
+
+    def _poll_for_stop(self) -> None:
+        """Make each simplex and interior-point iteration ask whether to stop."""
+        self._callback()
+        for kind in (highspy.cb.HighsCallbackType.kCallbackSimplexInterrupt,
+                     highspy.cb.HighsCallbackType.kCallbackIpmInterrupt):
+            self.h.startCallback(kind)
 
     def _follow(self, progress: Progress, solver: str) -> None:
         """Send HiGHS's iteration lines to ``progress`` through its logging callback (the log
@@ -211,15 +262,16 @@ class HighsLP:
 
         sign = [1.0]
 
-        def on_log(event: Any) -> None:
-            for line in str(event.message).splitlines():
+        def on_log(message: str) -> None:
+            for line in str(message).splitlines():
                 if "Dualized model:" in line:
                     sign[0] = -1.0 if "yes" in line else 1.0
                 found = iteration_line(solver, line, sign[0])
                 if found is not None:
                     report(progress, "lp", found[0], found[1])
 
-        self.h.cbLogging.subscribe(on_log)
+        self._callback().log = on_log
+        self.h.startCallback(highspy.cb.HighsCallbackType.kCallbackLogging)
 
     # ------------------------------------------------------------- changes
     def add_rows(self, A_rows: sp.spmatrix, lower: np.ndarray, upper: np.ndarray) -> None:
@@ -255,18 +307,19 @@ class HighsLP:
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Change the bounds of the given rows (the model and basis are kept)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)
-        st = self.h.changeRowsBounds(int(len(rows)), rows,
+        # (changeRowsBounds and getDualRay exist at run time but not in highspy's type stubs)
+        st = self.h.changeRowsBounds(int(len(rows)), rows,  # type: ignore[attr-defined]
                                      np.ascontiguousarray(lower, dtype=np.float64),
                                      np.ascontiguousarray(upper, dtype=np.float64))
         if st == highspy.HighsStatus.kError:
             raise SolverLimitError("HiGHS rejected the row bound change")
 
-    def set_option(self, name: str, value: object) -> None:
+    def set_option(self, name: str, value: bool | float | str) -> None:
         """Set a HiGHS option on the live model."""
         self.h.setOptionValue(name, value)
 
-    def get_basis(self) -> object | None:
-        """The current simplex basis (an opaque HiGHS object), or None if there is none."""
+    def get_basis(self) -> highspy.HighsBasis | None:
+        """The current simplex basis, or None if there is none."""
         b = self.h.getBasis()
         return b if b.valid else None
 
@@ -276,7 +329,7 @@ class HighsLP:
         self.h.setOptionValue("solver", "simplex")
         self.h.setOptionValue("simplex_strategy", 1)
 
-    def set_basis(self, basis: object) -> bool:
+    def set_basis(self, basis: highspy.HighsBasis) -> bool:
         """Start the next solve from ``basis`` (from a model with the same shape); switches the
         solver to dual simplex, which is what can use it. Returns False if HiGHS refused it."""
         self.use_dual_simplex()
@@ -301,9 +354,15 @@ class HighsLP:
             self.h.getRunTime() + self.time_limit     # HiGHS's clock runs across every run of the model
         self.h.setOptionValue("time_limit", float(limit))
         t0 = time.perf_counter()
-        self.h.run()
+        if self.hooks is None:
+            self.h.run()
+        else:
+            with native_section(self.hooks.stop):
+                self.h.run()
         seconds = time.perf_counter() - t0
         ms = self.h.getModelStatus()
+        if ms == highspy.HighsModelStatus.kInterrupt:
+            raise Interrupted("HiGHS was stopped: the process is stopping")
         status = _STATUS.get(ms, f"error: {self.h.modelStatusToString(ms)}")
         info = self.h.getInfo()
         iters = int(info.simplex_iteration_count) + int(info.ipm_iteration_count) + int(info.pdlp_iteration_count)
@@ -325,14 +384,10 @@ class HighsLP:
 
     def dual_ray(self) -> np.ndarray | None:
         """A dual ray proving infeasibility (HiGHS ``getDualRay``), or None if none exists."""
-        st, has, ray = self.h.getDualRay()
+        st, has, ray = self.h.getDualRay()  # type: ignore[attr-defined]
         if st == highspy.HighsStatus.kError or not has:
             return None
         return np.asarray(ray, dtype=np.float64)
-
-    def row_duals(self) -> np.ndarray:
-        """The row duals of the last solve."""
-        return np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
 
     def primal(self) -> np.ndarray:
         """The primal values of the last solve."""

@@ -1,10 +1,65 @@
-"""What every solver in certdp reports besides its numbers: the relative gap between a
-feasible value and a lower bound, and the error raised when a solver stops at a limit before
-it has anything feasible to return."""
+"""What every solver in certdp reports besides its numbers: how the run ended
+(:class:`Status`), the relative gap between a feasible value and a lower bound, and the error
+raised when a solver stops at a limit before it has anything feasible to return."""
 
 from __future__ import annotations
 
 import math
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """How a solve ended: the closed set of values of ``SolveResult.status``.
+
+    A member is a ``str`` (``Status.OPTIMAL == "optimal"``, and JSON writes it as that string).
+    What each status promises about the result (every one returns a result; a run that has
+    nothing feasible raises :class:`SolverLimitError` instead):
+
+    ===============  ================  ===============  =========================================
+    status           certified matrix  rigorous bound   meaning
+    ===============  ================  ===============  =========================================
+    optimal          yes               yes              the certified gap is within the request
+    gap_limited      yes               yes              the solver reached its own optimum, but
+                                                        the certified gap is above the request
+                                                        (a loose ``tolerance``)
+    time_limit       yes               yes              stopped at the time limit
+    iteration_limit  yes               yes              stopped at the iteration or round limit
+    stalled          yes               yes              a decomposition's bounds stopped moving
+    failed           yes               yes              the solver failed numerically on a part;
+                                                        the best certified point so far
+    approximate      yes               yes              the solver stopped at its own tolerance
+                                                        (e.g. PDLP)
+    heuristic        yes               no               no optimality claim (ExpMech, ConstOPT,
+                                                        SpannerMech): ``lower_bound`` is None
+    estimated        no                no               a sampled mechanism (Madlib, planar
+                                                        Laplace): the guarantee is analytic and
+                                                        the losses are Monte Carlo estimates
+    ===============  ================  ===============  =========================================
+
+    "Rigorous bound" means ``lower_bound`` is valid for the problem solved whatever the
+    solver's accuracy, so ``gap`` is the true gap of the certified matrix; it is None when the
+    solver returned no duals, and -inf when a limit came before the first bound.
+    """
+
+    OPTIMAL = "optimal"
+    GAP_LIMITED = "gap_limited"
+    TIME_LIMIT = "time_limit"
+    ITERATION_LIMIT = "iteration_limit"
+    STALLED = "stalled"
+    FAILED = "failed"
+    APPROXIMATE = "approximate"
+    HEURISTIC = "heuristic"
+    ESTIMATED = "estimated"
+
+    @property
+    def certified(self) -> bool:
+        """Whether a result of this status carries a certified matrix (a ``Mechanism``)."""
+        return self is not Status.ESTIMATED
+
+    @property
+    def bounded(self) -> bool:
+        """Whether a result of this status carries a rigorous lower bound."""
+        return self not in (Status.HEURISTIC, Status.ESTIMATED)
 
 
 class SolverLimitError(RuntimeError):
@@ -33,11 +88,13 @@ def fmt_gap(gap: float | None) -> str:
     return f"{100 * gap:.3g}%" if gap >= 1e-4 else f"{gap:.2g}"
 
 
-_ENDINGS = {"optimal": "reached", "time_limit": "stopped at the time limit", "iteration_limit":
-            "stopped at the round limit", "stalled": "stalled (nothing improves the bounds)"}
+_ENDINGS = {Status.OPTIMAL: "reached", Status.GAP_LIMITED: "closed the gap before certification",
+            Status.TIME_LIMIT: "stopped at the time limit", Status.ITERATION_LIMIT: "stopped at the round limit",
+            Status.STALLED: "stalled (nothing improves the bounds)",
+            Status.FAILED: "stopped (HiGHS failed on a part with every algorithm)"}
 
 
-def round_message(status: str, gap: float | None, requested: float, rounds: int) -> str:
+def round_message(status: Status, gap: float | None, requested: float, rounds: int) -> str:
     """The message of a decomposition's result: how it ended, and the true gap against the one
     requested."""
     how = _ENDINGS.get(status, status)

@@ -139,6 +139,7 @@ class LRGeoClient:
         world = self.world()
         if latlon is not None:
             location = int(world.nearest(np.asarray(latlon, dtype=np.float64))[0])
+        assert location is not None
         info = self.info()
         params = info.params.lrgeo()
         if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):

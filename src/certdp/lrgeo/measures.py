@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # ------------------------------------------------------------------ violations
 #: a Geo-Ind check z_ik <= exp(eps d) z_jk counts as violated only above this excess: below it
-#: is floating-point noise of the LP solution (median excesses of 5e-13 to 4e-11 were measured)
+#: is floating-point noise of the LP solution (docs/decisions.md#a-geo-ind-violation-counts-above-an-excess-of-1e-9)
 VIOLATION_TOLERANCE = 1e-9
 
 
@@ -133,7 +133,7 @@ def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: n
         c = c_low[:, use].reshape(-1)
         lp = HighsLP(c, M, lo, up, np.zeros(n * S), np.ones(n * S), tolerance=tolerance)
         sol = lp.solve()
-        if sol.status != "optimal":
+        if sol.status != "optimal" or sol.row_dual is None:
             raise RuntimeError(f"relaxed LR problem: HiGHS returned {sol.status!r}")
         inner = lagrangian_bound(c, M, lo, up, np.zeros(n * S), np.ones(n * S), sol.row_dual)
         u = sol.row_dual[:n]
@@ -222,7 +222,7 @@ def measure_round(rnd: "LRGeoRound") -> dict[str, Any]:
     what the server can infer from the uploads (section 4.7)."""
     world, params, us, mechs, info, server = rnd.world, rnd.params, rnd.users, rnd.mechanisms, rnd.info, rnd.server
     rep: dict[str, Any] = {"world": world.describe(), "users": len(us), "method": info.method,
-                           "status": info.status, "lp_upper_bound": info.upper_bound,
+                           "status": info.status, "message": info.message, "lp_upper_bound": info.upper_bound,
                            "lp_lower_bound": info.lower_bound, "lp_gap": info.gap,
                            "iterations": info.iterations, "seconds": dict(rnd.seconds),
                            "certify_mixing": rnd.certify_mixing,

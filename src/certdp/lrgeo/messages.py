@@ -81,6 +81,7 @@ class Array:
     width: int | None = None
 
     def _item(self) -> cs.CoreSchema:
+        item: cs.CoreSchema
         if self.integer:
             item = cs.int_schema(strict=True, ge=None if self.ge is None else int(self.ge),
                                  le=None if self.le is None else int(self.le))
@@ -148,7 +149,7 @@ class Array:
 
     def _lists_of(self, a: np.ndarray) -> list:
         if not self.integer and self.nullable and np.isnan(a).any():
-            return np.where(np.isnan(a), None, a).tolist()
+            return np.where(np.isnan(a), np.asarray(None), a).tolist()
         return a.tolist()
 
 

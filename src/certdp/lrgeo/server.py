@@ -34,7 +34,7 @@ from ..datasets.city import World
 from ..lp.benders import BlockSolver, BlockSpec, MasterSpec, benders
 from ..lp.bounds import lagrangian_bound
 from ..lp.highs import INF, HighsLP
-from ..lp.outcome import SolverLimitError, relative_gap
+from ..lp.outcome import SolverLimitError, Status, relative_gap
 from ..progress import Progress
 from ..space import haversine_km, neighbor_pairs
 from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
@@ -165,11 +165,10 @@ def core_point(blocks: list[UserBlock], P: LRGeoParams, H: np.ndarray) -> np.nda
 
 
 UB_CROSSING = 1e-2
-"""How far the rigorous lower bound may pass the upper bound before Benders calls it a defect.
-The upper bound here is the cost of the blocks' solutions as HiGHS returns them, feasible to
-its tolerances on rows scaled to 1; at the paper's settings the objective is about 1e-4 and
-the lower bound passed it by 1.3e-7 (0.1%) on the Rome-scale city. The users certify the
-matrices, so the guarantee does not rest on this value."""
+"""How far the rigorous lower bound may pass the upper bound before Benders calls it a defect:
+the upper bound here is the cost of the blocks' solutions as HiGHS returns them, feasible only
+to its tolerances (docs/decisions.md#lr-geos-benders-tolerates-a-crossing-of-1-of-the-upper-bound). The users
+certify the matrices, so the guarantee does not rest on this value."""
 
 
 def block_start(master: MasterSpec, specs: list[BlockSpec], y: np.ndarray
@@ -185,17 +184,25 @@ def block_start(master: MasterSpec, specs: list[BlockSpec], y: np.ndarray
     return value, y, xs
 
 
+METHODS = ("benders", "lp")
+"""How the server solves CLR-Geo: the generic Benders engine, or the whole LP in one HiGHS
+model ('lp', the name :func:`certdp.solve` gives the monolithic LP)."""
+
+
 @dataclass
 class SolveInfo:
-    """How the server's last CLR-Geo solve went: method, bounds, gap, rounds and seconds."""
+    """How the server's solve ended: ``method`` is one of :data:`METHODS`, or 'benders->lp'
+    when Benders found no feasible point and the whole LP was solved (``message`` says why)."""
+
     method: str
-    status: str
+    status: Status
     upper_bound: float
     lower_bound: float
     gap: float
     iterations: int
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
 
 
 def solve_whole(master: MasterSpec, blocks: list[BlockSpec], *, time_limit: float | None = None,
@@ -222,12 +229,12 @@ def solve_whole(master: MasterSpec, blocks: list[BlockSpec], *, time_limit: floa
     lp = HighsLP(c, A, lo_a, up_a, cl, cu, solver=solver, time_limit=time_limit)
     sol = lp.solve()
     if sol.status != "optimal" or sol.x is None:
-        raise SolverLimitError(f"CLR-Geo monolithic solve: HiGHS returned {sol.status!r}")
+        raise SolverLimitError(f"CLR-Geo whole LP: HiGHS returned {sol.status!r}")
     lb = lagrangian_bound(c, A, lo_a, up_a, cl, cu, sol.row_dual)
     x = sol.x
     ub = float(c @ x)
     xs = [x[ny + offs[t]: ny + offs[t + 1]] for t in range(len(blocks))]
-    info = SolveInfo("monolithic", "optimal", ub, min(lb, ub), relative_gap(ub, min(lb, ub)), sol.iterations,
+    info = SolveInfo("lp", Status.OPTIMAL, ub, min(lb, ub), relative_gap(ub, min(lb, ub)), sol.iterations,
                      time.perf_counter() - t0)
     return x[:ny], xs, info
 
@@ -300,8 +307,9 @@ class LRGeoServer:
         inside = haversine_km(center[None, :], self.world.latlon) <= radius * (1 + 1e-9)
         return self.world.travel[inside].max(axis=0)
 
-    def build(self, users: list[str] | None = None) -> tuple[MasterSpec, list[UserBlock]]:
-        """The master and the user blocks of CLR-Geo for ``users`` (default: every user with a request)."""
+    def build(self, users: list[str] | None = None) -> tuple[MasterSpec, list[UserBlock], np.ndarray]:
+        """The master, one block per user (all stored requests by default), and the column
+        scale H of the master's variables (:func:`column_scale`)."""
         names = list(self.requests) if users is None else users
         if not names:
             raise ValueError("no user requests to solve")
@@ -317,16 +325,16 @@ class LRGeoServer:
         """Solve CLR-Geo for every stored request; one response per user.
 
         ``method='benders'`` uses the generic engine; if it finds no feasible point within
-        ``max_iterations`` and ``fallback`` is set, the same LP is solved monolithically and
-        ``info.method`` says so."""
-        if method not in ("benders", "monolithic"):
-            raise ValueError(f"method must be 'benders' or 'monolithic', got {method!r}")
+        ``max_iterations`` and ``fallback`` is set, the whole LP is solved in one model and
+        ``info.method`` says so. ``method='lp'`` solves the whole LP directly."""
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         if not gap > 0:
             raise ValueError(f"gap must be > 0, got {gap}")
         t0 = time.perf_counter()
         master, ublocks, H = self.build()
         specs = [b.spec for b in ublocks]
-        if method == "monolithic":
+        if method == "lp":
             y, xs, info = solve_whole(master, specs, time_limit=time_limit)
         else:
             core = core_point(ublocks, self.params, H)
@@ -348,8 +356,8 @@ class LRGeoServer:
                 # Large eps: exp(eps d) h reaches 1e7 and the dual-ray feasibility cuts become
                 # too shallow to move y' (see docs/lrgeo.md). Solve the same LP in one model.
                 y, xs, info = solve_whole(master, specs, time_limit=time_limit)
-                info.method = "benders->monolithic"
-                info.status = f"{info.status} (Benders: {reason})"
+                info.method = "benders->lp"
+                info.message = f"Benders: {reason}"
                 if out is not None:
                     info.iterations += out.iterations
                     info.history = out.history

@@ -76,7 +76,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -93,7 +93,7 @@ from .messages import (
     NAME_PATTERN, LatLons, Nodes, ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest,
     TableResponse,
 )
-from .server import LRGeoServer, core_point
+from .server import METHODS, LRGeoServer, core_point
 from .table import build_table
 from .user import LRGeoParams
 
@@ -207,7 +207,7 @@ class Info(_Model):
     params: Params
     circle_radius_km: float = Field(description="the radius of every table request: 2 lr_radius + r_obf")
     limits: Limits
-    method: Literal["benders", "monolithic"]
+    method: Literal["benders", "lp"]          # lrgeo.server.METHODS
 
 
 class RoadGraph(_ArrayModel):
@@ -236,7 +236,8 @@ class WorldMap(_ArrayModel):
     def of(cls, world: World) -> "WorldMap":
         """The public map of ``world``: its cells, their road nodes and the road graph."""
         g = sp.csr_matrix(world.road.graph)
-        return cls(name=world.name, fingerprint=fingerprint(world), shape=tuple(world.shape), lat0=world.lat0,
+        return cls(name=world.name, fingerprint=fingerprint(world), shape=(world.shape[0], world.shape[1]),
+                   lat0=world.lat0,
                    earth_radius_km=EARTH_RADIUS_KM, latlon=world.latlon, node=world.node.astype(np.int64),
                    road=RoadGraph(latlon=world.road.latlon, indptr=g.indptr.astype(np.int64),
                                   indices=g.indices.astype(np.int64), length_km=g.data.astype(float).tolist()))
@@ -369,8 +370,8 @@ class RoundScheduler:
     def __init__(self, world: World, params: LRGeoParams, *, spec: dict[str, Any] | None = None,
                  limits: Limits | None = None, method: str = "benders", gap: float = 1e-4,
                  time_limit: float | None = None) -> None:
-        if method not in ("benders", "monolithic"):
-            raise ValueError(f"method must be 'benders' or 'monolithic', got {method!r}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.world, self.params = world, params
         self.limits = limits or Limits()
         self.method, self.gap, self.time_limit = method, gap, time_limit
@@ -381,7 +382,7 @@ class RoundScheduler:
         self.instance = uuid.uuid4().hex[:12]
         spec = spec or {}
         self.world_spec = WorldSpec(dataset=spec.get("dataset"), network=spec.get("network"),
-                                    grid=tuple(int(v) for v in spec.get("grid", world.shape)),
+                                    grid=cast(tuple[int, int], tuple(int(v) for v in spec.get("grid", world.shape))),
                                     fingerprint=fingerprint(world), K=world.K, name=world.name)
         self._map_json: str | None = None
         self._cv = threading.Condition()
@@ -972,7 +973,7 @@ def serve(scheduler: RoundScheduler, host: str = "127.0.0.1", port: int = 8000) 
             super().handle_exit(sig, frame)
 
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[override]
+        def capture_signals(self):
             if threading.current_thread() is not threading.main_thread():
                 yield
                 return

@@ -22,7 +22,6 @@ from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
 from .. import _validate as V
-from ..certify import certify
 from ..datasets.city import World, project_km
 from ..mechanism import Mechanism
 from ..randomness import CounterRNG, RNGLike, as_generator
@@ -244,12 +243,9 @@ class LRGeoUser:
 
     def mechanism(self, resp: ObfuscationResponse) -> tuple[Mechanism, float]:
         """Certify the LR matrix on its LR pairs (exact audit); returns it and the mixing used."""
-        Z = self.assemble(resp)
-        E, d = self.lr_pairs()
-        Zc, rep = certify(Z, self.params.epsilon, E, d)
-        mech = Mechanism(Zc, self.params.epsilon, E, d, geometry=self.geometry(), metadata={
-            "method": "lrgeo", "user": self.name, "lr_set": self.lr.tolist(), "gamma": self.params.gamma,
-            "certify_mixing": rep.mixing})
+        mech, rep = Mechanism.certified(self.geometry(), self.assemble(resp), epsilon=self.params.epsilon,
+                                        method="lrgeo", user=self.name, lr_set=self.lr.tolist(),
+                                        gamma=self.params.gamma)
         return mech, rep.mixing
 
 

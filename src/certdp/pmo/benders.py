@@ -26,7 +26,7 @@ from ..lp.benders import BlockResult, BlockSpec, MasterSpec, benders
 from ..lp.benders import elastic as elastic_block
 from ..lp.executors import make_runner
 from ..lp.highs import INF
-from ..lp.outcome import SolverLimitError, relative_gap, round_message
+from ..lp.outcome import SolverLimitError, Status, relative_gap, round_message
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress, ProgressEvent, bounds_line, report
 from ..space import Space
@@ -116,8 +116,8 @@ def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: in
     and the row sums get a slack in [0, 1] at price M per unit, so every y has a solution (x = 0
     with full slack): a relaxation, so its cuts stay valid for the original problem, and its
     solutions are feasible when their slack is 0. It also bounds the duals of the coupling
-    rows by M, hence the cuts' coefficients by M (the rows' y coefficients are +-1): without
-    it, at eps d = 14 they reached 1e23-1e29 and HiGHS could not take them."""
+    rows by M, hence the cuts' coefficients by M (the rows' y coefficients are +-1;
+    docs/decisions.md#elastic-benders-blocks-not-a-box-on-the-duals)."""
     xpos = np.full(N, -1, dtype=np.int64)
     xpos[X] = np.arange(len(X))
     in_a, in_b = xpos[edges[:, 0]] >= 0, xpos[edges[:, 1]] >= 0
@@ -139,8 +139,8 @@ def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: in
         k = np.arange(K)
         # rows (e, dir, k): dir 0: x_ak / f - y_bk <= 0 ; dir 1: y_bk - f x_ak <= 0. Each row is
         # written with its y coefficient +-1, so a cut's coefficients are the block's duals on
-        # these rows (at most M when elastic), not duals times f: with x_ak - f y_bk <= 0 they
-        # reached M f = 1e7-1e8 and the master could not resolve what those cuts cut off
+        # these rows (at most M when elastic), not duals times f
+        # (docs/decisions.md#benders-block-rows-have-a-unit-master-coefficient)
         r = np.arange(2 * E * K).reshape(E, 2, K)
         xcol = (xpos[a_int][:, None] * K + k[None, :])
         ycol = (cpos[b_bnd][:, None] * K + k[None, :])
@@ -271,10 +271,8 @@ def assemble(dec: PMODecomposition, N: int, y: np.ndarray, xs: Sequence[np.ndarr
 class _Repair:
     """An upper bound from a round's iterate: the master's y and the blocks' points (elastic,
     or absent where infeasible) assembled and certified: a mechanism in every round, whether or
-    not the blocks were feasible. (Lowering the matrix to its mDP envelope and rebalancing its
-    rows first, as the outputs decomposition does, was worse here: on an 8 x 8 grid at eps 10 it
-    left the upper bound 2.4% above the optimum for 400 rounds, where certification alone
-    reached 0.57% in 91.)"""
+    not the blocks were feasible, certified as it is
+    (docs/decisions.md#benders-upper-bound-is-each-rounds-matrix-certified-as-it-is)."""
 
     def __init__(self, space: Space, dec: PMODecomposition, C: np.ndarray, edges: np.ndarray, dist: np.ndarray):
         self.space, self.dec, self.C, self.edges, self.dist = space, dec, C, edges, dist
@@ -296,8 +294,8 @@ def _start(space: Space, dec: PMODecomposition, C: np.ndarray, edges: np.ndarray
            ) -> tuple[float, np.ndarray, list[np.ndarray]]:
     """A first mechanism: every record's cheapest output, lifted to the smallest matrix above it
     that keeps mDP (:func:`certdp.pmo.upper.mdp_lift`) and certified, as a point ``(value, y,
-    xs)``. Where epsilon x distance is large it is nearly optimal (grid-500 at the paper's
-    eps = 10 per km: 5e-6 above the optimum), and it is the in-out stabilisation's first core."""
+    xs)``: the first upper bound, and the in-out stabilisation's first core
+    (docs/decisions.md#benders-starts-from-the-mdp-lift-of-the-cheapest-outputs)."""
     Z0 = np.zeros_like(C)
     Z0[np.arange(len(C)), np.argmin(C, axis=1)] = 1.0
     return _certified_point(space, dec, C, mdp_lift(Z0, space.epsilon, edges, dist))
@@ -343,16 +341,17 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         variant: 'paper' (the paper's algorithm: feasibility cuts from dual rays, optimality
             cuts from duals) or 'improved' (default; see :data:`VARIANTS` and docs/pmo.md).
         seed: seed of the k-means partitioners.
-        executor: 'serial', 'process' (``workers`` local processes) or 'dask' (a LocalCluster
+        executor: one of :data:`certdp.lp.executors.EXECUTORS`: 'threads' (``workers`` threads
+            of this process), 'process' (``workers`` local processes) or 'dask' (a LocalCluster
             of ``workers`` processes, or the cluster at ``scheduler``); by default 'dask' when a
-            scheduler is given, 'process' when ``workers > 1``, else 'serial'. The result does
+            scheduler is given, 'process' when ``workers > 1``, else 'threads'. The result does
             not depend on it.
         runner_factory: ``f(blocks) -> Runner`` overriding ``executor``.
         progress: receives each round's bounds.
     """
     d = design if design is not None else VARIANTS[variant]
     if executor is None:
-        executor = "dask" if scheduler else ("process" if workers > 1 else "serial")
+        executor = "dask" if scheduler else ("process" if workers > 1 else "threads")
     if subsets is None:
         subsets = min(25, space.n_records)
     t_start = time.perf_counter()
@@ -422,7 +421,8 @@ def _result(space: Space, dec: PMODecomposition, part: Partition, out: Any, edge
                "certify": t_cert, "total": time.perf_counter() - t["start"]}
     hist = tuple(_in_cost_units(h, scale) for h in out.history)
     true_gap = relative_gap(upper, lower)
-    status = out.status if out.status != "optimal" or (true_gap is not None and true_gap <= gap) else "gap_limited"
+    status = (out.status if out.status is not Status.OPTIMAL or (true_gap is not None and true_gap <= gap)
+              else Status.GAP_LIMITED)
     return SolveResult(mechanism=mech, method="benders", status=status, upper_bound=upper, lower_bound=lower,
                        gap=true_gap, iterations=out.iterations, history=hist, timings=timings, stats=stats,
                        message=round_message(status, true_gap, gap, out.iterations))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..graph import MDPGraph
 from ..lp.highs import INF, HighsLP, LPSolution
-from ..lp.outcome import SolverLimitError, fmt_gap, relative_gap
+from ..lp.outcome import SolverLimitError, Status, fmt_gap, relative_gap
 from ..measures import worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress, report
@@ -40,7 +40,7 @@ class _Run:
     t_assemble: float = 0.0
     t_solve: float = 0.0
     nnz: int = 0
-    status: str = "optimal"
+    status: Status = Status.OPTIMAL
     used: set[str] = field(default_factory=set)
     failed: list[str] = field(default_factory=list)
     progress: Progress | None = None      # hears HiGHS's iteration lines
@@ -59,9 +59,7 @@ class _Run:
 
 AUTO_IPM_ROWS = 50_000
 """``solver='auto'`` takes HiGHS's interior-point method above this many LP rows and dual
-simplex below: dual simplex diverged on grid-500 (K = 100, 374,000 rows; HiGHS "Solve error"
-after 41 s) and did not finish it in 900 s at another epsilon, where IPM took 129-233 s; on
-the 100,000-row demo instance IPM took 14 s and dual simplex 20 s."""
+simplex below (docs/decisions.md#the-monolithic-lp-takes-interior-point-above-50000-rows)."""
 
 
 def _highs_solve(lp: PMOLP, run: _Run, solver: str) -> LPSolution:
@@ -113,7 +111,7 @@ def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members
                 "before finding a feasible solution; raise time_limit or use method='outputs'")
         # stopped early with a usable point (e.g. PDLP at its tolerance): the certified
         # matrix and the Lagrangian bound still give a true gap
-        run.status = sol.status if sol.status in ("time_limit", "iteration_limit") else "approximate"
+        run.status = Status(sol.status) if sol.status in ("time_limit", "iteration_limit") else Status.APPROXIMATE
     m = len(members)
     if sol.row_dual is None:
         run.lower = -math.inf
@@ -124,6 +122,7 @@ def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members
     else:
         run.add_lower(scale * lagrangian_lower_bound(lp.c.reshape(m, K), lp.A[:lp.n_mdp_rows],
                                                      sol.row_dual[:lp.n_mdp_rows]))
+    assert sol.x is not None   # optimal, or stopped with a primal feasible point (checked above)
     return sol.x[:m * K].reshape(m, K)
 
 
@@ -179,8 +178,8 @@ def solve_monolithic(space: Space, *, objective: str = "expected", solver: str =
     lb = min(run.lower, upper) if math.isfinite(run.lower) else None   # rounding can only make it a hair high
     true_gap = relative_gap(upper, lb)
     status = run.status
-    if status == "optimal" and (true_gap is None or true_gap > gap):
-        status = "gap_limited"
+    if status is Status.OPTIMAL and (true_gap is None or true_gap > gap):
+        status = Status.GAP_LIMITED
     used = "/".join(sorted(run.used)) or "none (every component had one record)"
     message = (f"certified gap {fmt_gap(true_gap)} (requested {gap:g}); HiGHS {used}"
                + (f", after {'; '.join(run.failed)} failed" if run.failed else ""))

@@ -88,7 +88,7 @@ def _relabel(labels: np.ndarray, method: str) -> Partition:
 
 
 def _kmeans(X: np.ndarray, m: int, seed: int) -> np.ndarray:
-    from sklearn.cluster import KMeans   # imported here: it costs 0.8 s, and most runs never cluster
+    from sklearn.cluster import KMeans   # imported here: scikit-learn is slow to import, and most runs never cluster
     return KMeans(n_clusters=m, n_init=4, random_state=seed).fit_predict(X)
 
 

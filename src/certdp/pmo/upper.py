@@ -84,8 +84,7 @@ def mdp_envelope(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_dis
     For a stabilised column-generation master's matrix (columns in the cone, rows off 1 by the
     slack) this takes the row division's ratio breaks out again by lowering entries, instead of
     mixing whole rows with the uniform mechanism; :func:`rebalance_rows` then fills the rows'
-    deficits. On text-500 at round 36 the certified cost fell from 417.9 to 416.2 (in units of
-    the largest cost; the lower bound was 410.6); docs/history.md gives the measurements.
+    deficits (docs/decisions.md#the-stabilised-masters-matrix-is-lowered-to-its-mdp-envelope).
 
     Computed in log space by relaxing the directed edges until no entry falls (at most
     ``max_sweeps`` sweeps, default N; each sweep is one vectorised pass over the edges).
@@ -237,21 +236,16 @@ def repair_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.
     :func:`rebalance_rows`. The bounds are carried along the mDP rows inside B first (implied
     by them), so a row whose range cannot meet its neighbours' is found before the LP would turn
     out infeasible. If a row's bounds cannot hold a sum of 1, the fixed rows its binding bounds
-    come from join B (at most ``grow`` times, and at most ``max_rows`` rows, default all): at
-    Gaussian 3,000 records, 159 rows off grew to 354 rows and a 1.1 s repair, where bringing in
-    every neighbour of the stuck rows' pieces of B grew them to 783 rows and a 189 s LP
-    (87,000 mDP rows); at Gaussian 2,000, 493 rows grew to 511 (0.6 s) instead of 1,317 (past
-    the LP-row limit). It gives up (None) when the LP
-    would need more than ``max_lp_rows`` mDP rows (road-1000 at round 11 needed 176,000 for 168
-    rows in a dense cluster, and 110 s; gauss-1000 at most 22,000, in 0.7 s), or, if
-    ``time_limit`` is given, after that many seconds (then the outcome depends on the machine).
+    come from join B (at most ``grow`` times, and at most ``max_rows`` rows, default all;
+    docs/decisions.md#the-row-repair-brings-in-only-the-rows-that-bind). It gives up (None) when the LP
+    would need more than ``max_lp_rows`` mDP rows, or, if ``time_limit`` is given, after that
+    many seconds (then the outcome depends on the machine).
     When no row is off, the input clipped at 0 is returned unchanged. The result holds to the
     LP's tolerance: pass it to :func:`certify`.
 
     The input's columns should keep mDP to rounding: an LP solver's matrix keeps it only to an
-    absolute tolerance, which compounds along paths into bounds that contradict each other
-    (an elastic master's at Gaussian 5,000 records: 1,265 of 1,409 rows, and B growing past
-    3,800 rows); :func:`mdp_lift` raises such entries by at most the tolerance first.
+    absolute tolerance, which compounds along paths into bounds that contradict each other;
+    :func:`mdp_lift` raises such entries by at most the tolerance first.
     """
     Z, C, E = _matrix_cost_edges(matrix, cost, edges)
     k = Z.shape[1]

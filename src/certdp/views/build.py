@@ -1,11 +1,26 @@
 """The one entry point for building a private view: :func:`build_view`, over one registry of
-view methods (RIPOST and its competitors)."""
+view methods (RIPOST and its competitors), and the one check of a request, :func:`check_request`.
+
+Every argument of a build is checked here, before the method runs and before any budget is
+charged: the method, epsilon (a finite number in :data:`EPSILON_RANGE`), each parameter
+against its declared kind and range (:data:`PARAMS`), the tensor's size for the methods that
+materialise the domain, the number of columns a method needs, and its optional dependency. A
+request that passes is one the method can carry out; a :class:`~certdp.views.session.Session`
+charges its ledger only then.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import math
+from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import _validate as V
+from .._optional import MissingExtraError
 from ..randomness import RNGLike
 from .competitors import MAX_IDENTITY_CELLS, hdpview, identity, privtree
 from .marginals import aim, mst
@@ -18,24 +33,148 @@ from .view import BlockView, DenseView, MarginalView, SampleView
 METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
                                           "identity": identity, "hdmm": hdmm, "dawa": dawa,
                                           "privbayes": privbayes, "mst": mst, "aim": aim}
-PARAMS = {"ripost": {"alpha", "gamma", "beta", "k", "os", "theta1", "theta2", "leaf_budget", "variant", "phase1",
-                     "phase2_test", "phase2_cuts", "split_axes"},
-          "privtree": {"theta", "fanout"}, "hdpview": {"ratio", "a", "beta", "gamma", "theta"},
-          "identity": {"max_cells"}, "hdmm": {"query_columns", "max_cells"}, "dawa": {"ratio", "max_cells"},
-          "privbayes": {"degree"}, "mst": {"iters"},
-          "aim": {"degree", "rounds", "max_model_mb", "iters", "round_iters"}}
+
+EPSILON_RANGE = (1e-9, 1e6)
+"""The epsilons a view is built with. Below 1e-9 a count's Laplace noise has a scale above 1e9
+(nothing of the data is left) and the methods' arithmetic leaves float64: at 1e-300 MST and AIM
+hand the model fit noise variances of 1e600 (an infinite weight, then an error deep in
+``mbi``); above 1e6 nothing is private, and at 1e300 DAWA's weighted least squares overflows."""
+
+#: The largest domain a dense method may be asked to materialise (float64 cells: 8 GB).
+MAX_CELLS_LIMIT = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Param:
+    """A method parameter's kind and range: ``kind`` is 'unit' (a number in (0, 1)), 'real'
+    (a finite number in [lo, hi]), 'int' (an integer in [lo, hi]) or 'choice' (one of
+    ``choices``); ``optional`` admits None (the method's default)."""
+
+    kind: str
+    lo: float = -math.inf
+    hi: float = math.inf
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+    above: bool = False          # 'real': strictly above lo
+
+    def check(self, name: str, value: Any) -> Any:
+        """``value`` checked against this kind and range (None passes when optional); errors name ``name``."""
+        if value is None and self.optional:
+            return None
+        if self.kind == "choice":
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be one of {', '.join(self.choices)}; got {value!r}")
+            return V.choice(name, value, self.choices)
+        if self.kind == "int":
+            return V.int_in_range(name, value, int(self.lo), None if math.isinf(self.hi) else int(self.hi))
+        if self.kind == "unit":
+            return V.open_unit(name, value)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+        v = float(value)
+        low_ok = v > self.lo if self.above else v >= self.lo
+        if not (math.isfinite(v) and low_ok and v <= self.hi):
+            lo = "(" if self.above else "["
+            raise ValueError(f"{name} must be a finite number in {lo}{self.lo:g}, {self.hi:g}], got {v}")
+        return v
+
+
+_UNIT = Param("unit")
+_OPT_UNIT = Param("unit", optional=True)
+_THETA = Param("real", -1e9, 1e9)
+_CELLS = Param("int", 1, MAX_CELLS_LIMIT)
+_ITERS = Param("int", 1, 100_000)
+_COLUMNS = Param("int", 1, 64)        # columns a query restricts; above the tensor's count means all
+
+PARAMS: dict[str, dict[str, Param]] = {
+    "ripost": {"alpha": _OPT_UNIT, "gamma": _OPT_UNIT, "beta": _OPT_UNIT, "k": Param("int", 1, 1000),
+               "os": Param("int", 1, 10_000), "theta1": _THETA, "theta2": _THETA,
+               "leaf_budget": Param("choice", choices=("rest", "fixed"), optional=True),
+               "variant": Param("choice", choices=("improved", "paper")),
+               "phase1": Param("choice", choices=("paper", "privtree"), optional=True),
+               "phase2_test": Param("choice", choices=("series", "biased"), optional=True),
+               "phase2_cuts": Param("choice", choices=("all", "midpoints"), optional=True),
+               "split_axes": Param("int", 1, 64, optional=True)},
+    "privtree": {"theta": _THETA, "fanout": Param("choice", choices=("all", "binary"))},
+    "hdpview": {"ratio": _UNIT, "a": Param("real", 1.0, 1e6, above=True), "beta": Param("real", 0.0, 100.0, above=True),
+                "gamma": _UNIT, "theta": Param("real", -1e9, 1e9, optional=True)},
+    "identity": {"max_cells": _CELLS},
+    "hdmm": {"query_columns": _COLUMNS, "max_cells": _CELLS},
+    "dawa": {"ratio": _UNIT, "max_cells": _CELLS},
+    "privbayes": {"degree": _COLUMNS},
+    "mst": {"iters": _ITERS},
+    "aim": {"degree": _COLUMNS, "rounds": Param("int", 1, 100_000, optional=True),
+            "max_model_mb": Param("real", 0.0, 1e6, above=True), "iters": _ITERS, "round_iters": _ITERS},
+}
+"""Each method's parameters, their kinds and ranges (the one place they are checked)."""
+
 #: Methods that materialise every cell of the domain, and their default limits.
 DENSE_LIMITS = {"identity": MAX_IDENTITY_CELLS, "hdmm": MAX_IDENTITY_CELLS, "dawa": MAX_DAWA_CELLS}
 #: Workload-aware methods: the parameter that names the number of columns a query restricts.
 WORKLOAD_PARAM = {"hdmm": "query_columns", "aim": "degree"}
+#: Methods that need at least two columns (a tree or a network over one column has no edge).
+MIN_COLUMNS = {"mst": 2, "privbayes": 2}
+#: Methods on an optional dependency: (module, extra).
+EXTRAS = {"mst": ("mbi", "pgm"), "aim": ("mbi", "pgm"), "privbayes": ("DataSynthesizer", "synth")}
+
+
+def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
+    """``epsilon`` as a float, checked to be a finite number in :data:`EPSILON_RANGE`."""
+    eps = V.positive_float(name, epsilon)
+    lo, hi = EPSILON_RANGE
+    if not lo <= eps <= hi:
+        raise ValueError(f"{name} must lie in [{lo:g}, {hi:g}], got {eps:g} (below, the noise drowns every count "
+                         "and float arithmetic breaks down; above, nothing is private)")
+    return eps
+
+
+def check_request(tensor: CountTensor, method: str, epsilon: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Check a build request completely, before any budget is charged or noise drawn: returns
+    the parameters, checked (unknown ones are refused, so a typo cannot silently fall back to
+    a default). Raises ``ValueError``/``TypeError`` naming the argument, or
+    :class:`~certdp._optional.MissingExtraError` naming the extra to install."""
+    if not isinstance(tensor, CountTensor):
+        raise TypeError(f"a view is built from a CountTensor, got {type(tensor).__name__}")
+    if not isinstance(method, str):
+        raise TypeError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    V.choice("method", method, tuple(METHODS))
+    check_epsilon(epsilon)
+    spec = PARAMS[method]
+    bad = sorted(set(params) - set(spec))
+    if bad:
+        raise ValueError(f"{method} does not take {bad}; it takes {sorted(spec)}")
+    checked = {k: spec[k].check(k, v) for k, v in params.items()}
+    if method in DENSE_LIMITS:
+        limit = checked.get("max_cells", DENSE_LIMITS[method])
+        if tensor.domain_size > limit:
+            raise ValueError(f"{method} must materialise all {tensor.domain_size:.3g} cells of the domain, above "
+                             f"max_cells={limit:,}; use fewer or coarser columns, or a decomposition method")
+    need = MIN_COLUMNS.get(method, 1)
+    if len(tensor.shape) < need:
+        raise ValueError(f"{method} needs at least {'two' if need == 2 else need} columns, the tensor has "
+                         f"{len(tensor.shape)}")
+    if method in EXTRAS:
+        module, extra = EXTRAS[method]
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(f"the {method} view method needs the optional dependency {module!r}, which is "
+                                    f"not installed; install it with: pip install 'certdp[{extra}]'")
+    k, os_ = checked.get("k", 4), checked.get("os", 4)
+    if method == "ripost" and os_ < k:
+        raise ValueError(f"os must be >= k for the series weights to sum to at most 1 (k={k}, os={os_})")
+    if method == "aim" and checked.get("rounds") is not None and checked["rounds"] <= len(tensor.shape):
+        raise ValueError(f"rounds must be above the number of columns ({len(tensor.shape)}): the one-way "
+                         f"marginals take the first rounds; got {checked['rounds']}")
+    return checked
 
 
 def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None,
                **params: Any) -> BlockView | DenseView | SampleView | MarginalView:
     """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
-    own (unknown ones are refused, so a typo cannot silently fall back to a default)."""
-    V.choice("method", method, tuple(METHODS))
-    bad = sorted(set(params) - PARAMS[method])
-    if bad:
-        raise ValueError(f"{method} does not take {bad}; it takes {sorted(PARAMS[method])}")
-    return METHODS[method](tensor, epsilon=epsilon, rng=rng, **params)
+    own, checked by :func:`check_request` first.
+
+    The view's own accountant keeps this one build within ``epsilon``; nothing here counts
+    builds against each other. To keep several releases about one table within a total, build
+    them through a :class:`~certdp.views.session.Session`, which charges its ledger and then
+    calls this function."""
+    checked = check_request(tensor, method, epsilon, params)
+    return METHODS[method](tensor, epsilon=float(epsilon), rng=rng, **checked)

@@ -35,6 +35,7 @@ from .. import _validate as V
 from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
+from .noise import LeafLaplace
 from .ripost import Block, BiasedTest, finish_view, halve_all, ledger_totals, quadtree_fanout, root_block, split_block
 from .sampling import add_laplace, exponential_choice
 from .tensor import CountTensor
@@ -64,7 +65,8 @@ def identity(tensor: CountTensor, epsilon: float = 0.1, max_cells: int = MAX_IDE
     budget = PrivacyBudget(eps)
     budget.root.charge(eps, "identity: every cell (disjoint cells, parallel)")
     dense = add_laplace(dense, 1.0 / eps, gen)
-    return DenseView(tensor.domains, dense, "identity", eps, float(budget.spent()), {}, ledger_totals(budget))
+    return DenseView(tensor.domains, dense, "identity", eps, float(budget.spent()), {}, ledger_totals(budget),
+                     noise=LeafLaplace(np.asarray(1.0 / eps)))
 
 
 def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fanout: str = "all",

@@ -52,6 +52,7 @@ from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator
 from .blocks import aggregation_error, cut_scores
 from .budget import BudgetNode, PrivacyBudget
+from .noise import LeafLaplace
 from .sampling import add_laplace, exponential_choice, laplace_release, laplace_release_many
 from .tensor import CountTensor
 from .view import BlockView
@@ -197,7 +198,7 @@ def finish_view(tensor: CountTensor, leaves: list[Block], eps_leaf: float, budge
     lo = np.asarray([b.lo for b in leaves], dtype=np.int64).reshape(-1, d)
     hi = np.asarray([b.hi for b in leaves], dtype=np.int64).reshape(-1, d)
     return BlockView(tensor.domains, lo, hi, values, method, float(budget.total), float(budget.spent()), params,
-                     ledger_totals(budget))
+                     ledger_totals(budget), LeafLaplace(1.0 / e))      # each leaf count: sensitivity 1
 
 
 @dataclass(frozen=True)

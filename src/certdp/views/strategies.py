@@ -39,6 +39,7 @@ from .. import _validate as V
 from ..randomness import RNGLike, as_generator
 from .budget import PrivacyBudget
 from .competitors import MAX_IDENTITY_CELLS, dense_counts
+from .noise import KroneckerLaplace
 from .ripost import ledger_totals
 from .sampling import add_laplace
 from .tensor import CountTensor
@@ -126,7 +127,7 @@ def hdmm(tensor: CountTensor, epsilon: float = 0.1, query_columns: int = 2, max_
     pinv = [np.linalg.solve(a.T @ a, a.T) for a in A]
     return DenseView(tensor.domains, _kron_apply(pinv, y), "hdmm", eps, float(budget.spent()),
                      {"query_columns": q, "extra_rows": [int(a.shape[0] - a.shape[1]) for a in A]},
-                     ledger_totals(budget))
+                     ledger_totals(budget), noise=KroneckerLaplace(1.0 / eps, tuple(pinv)))
 
 
 # --- DAWA -------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from numbers import Real
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -35,7 +36,20 @@ class DataDerivedDomainWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Domain:
-    """The public domain of one column: categorical ``values`` or numeric ``(low, high, bins)``."""
+    """The public domain of one column: categorical ``values`` or numeric ``(low, high, bins)``.
+
+    Every domain is checked where it is made (``__post_init__``), whichever way it is made
+    (:meth:`categorical`, :meth:`numeric`, :meth:`from_dict`, a domain file, a view file), so no
+    path can build one that encodes values wrongly:
+
+    * categorical ``values`` are a list (a string is not a list of its letters) of distinct,
+      present scalars (strings, integers, finite floats, booleans) whose labels ``str(v)`` are
+      distinct too (queries name values by their labels);
+    * numeric ``low < high`` are finite numbers (not strings, not booleans) whose difference is
+      finite, and the ``bins + 1`` bin edges ``low + (high - low) i / bins`` are strictly
+      increasing in float64: a range so wide that ``high - low`` overflows, or so narrow that
+      neighbouring edges round to one number, would put values in the wrong bins.
+    """
 
     name: str
     values: tuple[Any, ...] | None = None
@@ -44,24 +58,42 @@ class Domain:
     bins: int | None = None
     overflow: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"a column name must be a string, got {type(self.name).__name__} {self.name!r}")
+        if not isinstance(self.overflow, (bool, np.bool_)):
+            raise TypeError(f"column {self.name!r}: overflow must be true or false, got {self.overflow!r}")
+        object.__setattr__(self, "overflow", bool(self.overflow))
+        if self.values is not None:
+            if self.low is not None or self.high is not None or self.bins is not None:
+                raise ValueError(f"column {self.name!r}: a domain has either values or low/high/bins, not both")
+            object.__setattr__(self, "values", _value_set(self.name, self.values))
+            return
+        if self.low is None or self.high is None:
+            raise ValueError(f"domain of column {self.name!r} needs 'values' or 'low' and 'high'")
+        lo, hi = _number(f"low of column {self.name!r}", self.low), _number(f"high of column {self.name!r}", self.high)
+        b = V.int_in_range(f"bins of column {self.name!r}", MAX_BINS if self.bins is None else self.bins, 1, MAX_BINS)
+        if not lo < hi:
+            raise ValueError(f"column {self.name!r}: the range must have low < high, got [{lo!r}, {hi!r}]")
+        with np.errstate(over="ignore", invalid="ignore"):
+            edges = bin_edges(lo, hi, b)
+        if not (math.isfinite(hi - lo) and np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0)):
+            raise ValueError(f"column {self.name!r}: [{lo!r}, {hi!r}] in {b} bins cannot be binned in float64 "
+                             "(the width overflows or neighbouring bin edges are equal); use a narrower range, "
+                             "fewer bins or a shifted scale")
+        object.__setattr__(self, "low", lo)
+        object.__setattr__(self, "high", hi)
+        object.__setattr__(self, "bins", b)
+
     @staticmethod
     def categorical(name: str, values: Sequence[Any]) -> "Domain":
-        """A categorical column with its public values."""
-        vals = tuple(values)
-        if not vals:
-            raise ValueError(f"column {name!r}: the value set must not be empty")
-        if len(set(vals)) != len(vals):
-            raise ValueError(f"column {name!r}: the value set repeats a value")
-        return Domain(name, values=vals)
+        """A categorical column with its public values (checked as every domain is)."""
+        return Domain(name, values=values)  # type: ignore[arg-type]
 
     @staticmethod
     def numeric(name: str, low: float, high: float, bins: int = MAX_BINS) -> "Domain":
         """A numeric column binned into ``bins`` equal bins over [low, high]."""
-        lo, hi = float(low), float(high)
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"column {name!r}: the range must be finite with low < high, got [{low}, {high}]")
-        b = V.int_in_range(f"bins of column {name!r}", bins, 1, MAX_BINS)
-        return Domain(name, low=lo, high=hi, bins=b)
+        return Domain(name, low=low, high=high, bins=bins)
 
     @property
     def is_numeric(self) -> bool:
@@ -74,68 +106,70 @@ class Domain:
         base = self.bins if self.is_numeric else len(self.values)  # type: ignore[arg-type]
         return int(base) + (1 if self.overflow else 0)
 
+    def edges(self) -> np.ndarray:
+        """The ``bins + 1`` bin edges of a numeric domain (bin ``i`` is ``[edge_i, edge_i+1)``, the
+        last one closed)."""
+        if not self.is_numeric:
+            raise ValueError(f"column {self.name!r} is categorical: it has no bin edges")
+        return bin_edges(self.low, self.high, self.bins)  # type: ignore[arg-type]
+
     def labels(self) -> list[str]:
         """A label for each cell: the value, or the bin's interval."""
         if self.is_numeric:
-            w = (self.high - self.low) / self.bins  # type: ignore[operator]
-            out = [f"[{self.low + i * w:g}, {self.low + (i + 1) * w:g})" for i in range(self.bins)]  # type: ignore
+            e = self.edges()
+            out = [f"[{e[i]:g}, {e[i + 1]:g})" for i in range(self.bins)]  # type: ignore[arg-type]
         else:
             out = [str(v) for v in self.values]  # type: ignore[union-attr]
         return out + ([OVERFLOW] if self.overflow else [])
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready description (categorical values are written as strings)."""
+        """A JSON-ready description (categorical values keep their JSON type: string, integer,
+        float or boolean)."""
         if self.is_numeric:
             return {"name": self.name, "low": self.low, "high": self.high, "bins": self.bins, "overflow": self.overflow}
-        return {"name": self.name, "values": [v if isinstance(v, (int, float, bool)) else str(v) for v in self.values],
-                "overflow": self.overflow}
+        return {"name": self.name, "values": list(self.values), "overflow": self.overflow}  # type: ignore[arg-type]
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "Domain":
-        """Inverse of :meth:`to_dict` (also reads a user's domain file entry; ``name`` may be given)."""
+    def from_dict(d: Mapping[str, Any], name: str | None = None) -> "Domain":
+        """Inverse of :meth:`to_dict`; also reads a user's domain file entry, whose column is
+        ``name``. Unknown keys are refused (a misspelt ``bin`` must not fall back to 100 bins)."""
+        label = name if name is not None else (d.get("name", "") if isinstance(d, Mapping) else "")
         if not isinstance(d, Mapping):
-            raise ValueError(f"a domain must be a mapping with 'values' or 'low'/'high', got {d!r}")
-        name = str(d.get("name", ""))
-        if "values" in d:
-            base = Domain.categorical(name, d["values"])
-        elif "low" in d and "high" in d:
-            base = Domain.numeric(name, d["low"], d["high"], d.get("bins", MAX_BINS))
-        else:
-            raise ValueError(f"domain of column {name!r} needs 'values' or 'low' and 'high'")
-        if d.get("overflow", False):
-            base = Domain(base.name, base.values, base.low, base.high, base.bins, overflow=True)
-        return base
+            raise ValueError(f"the domain of column {label!r} must be an object with 'values' or 'low' and 'high', "
+                             f"got {type(d).__name__}")
+        unknown = sorted(str(k) for k in set(d) - _DOMAIN_KEYS)
+        if unknown:
+            raise ValueError(f"the domain of column {label!r} has unknown keys {unknown}; it takes "
+                             f"{sorted(_DOMAIN_KEYS - {'name'})}")
+        if name is not None and "name" in d and d["name"] != name:
+            raise ValueError(f"the domain of column {name!r} names another column, {d['name']!r}")
+        if "values" not in d and not ("low" in d and "high" in d):
+            raise ValueError(f"the domain of column {label!r} needs 'values' or 'low' and 'high'")
+        return Domain(label, values=d.get("values"), low=d.get("low"), high=d.get("high"), bins=d.get("bins"),
+                      overflow=d.get("overflow", False))
 
     def code_range(self, spec: str) -> list[tuple[int, int]]:
         """Half-open code intervals selected by ``spec``: ``a..b`` (numeric: the bins meeting
         [a, b]; either end may be omitted), a single number, or comma-separated categorical
-        values. An empty selection is an error."""
+        values (by their labels). An empty selection is an error."""
         spec = spec.strip()
         if not spec:
             raise ValueError(f"column {self.name!r}: empty range")
         if self.is_numeric:
-            lo, hi, b = float(self.low), float(self.high), int(self.bins)  # type: ignore[arg-type]
-            if ".." in spec:
-                a_s, b_s = spec.split("..", 1)
-                a = float(a_s) if a_s.strip() else lo
-                z = float(b_s) if b_s.strip() else hi
-            else:
-                a = z = float(spec)
-            if not (math.isfinite(a) and math.isfinite(z)) or a > z:
+            lo, hi = float(self.low), float(self.high)  # type: ignore[arg-type]
+            ends = spec.split("..", 1) if ".." in spec else [spec, spec]
+            a, z = (self._query_number(s, default, spec) for s, default in zip(ends, (lo, hi)))
+            if a > z:
                 raise ValueError(f"column {self.name!r}: empty range {spec!r}")
             a, z = max(a, lo), min(z, hi)
             if a > z:
                 raise ValueError(f"column {self.name!r}: range {spec!r} lies outside the domain [{lo:g}, {hi:g}]")
-            first = min(b - 1, int(math.floor((a - lo) / (hi - lo) * b)))
-            last = min(b - 1, int(math.floor((z - lo) / (hi - lo) * b)))
-            return [(first, last + 1)]
-        labels = [str(v) for v in self.values]  # type: ignore[union-attr]
+            first, last = self._bins(np.asarray([a, z]))
+            return [(int(first), int(last) + 1)]
+        labels = self.labels()
         codes = []
         for tok in spec.split(","):
             tok = tok.strip()
-            if tok == OVERFLOW and self.overflow:
-                codes.append(self.size - 1)
-                continue
             if tok not in labels:
                 raise ValueError(f"column {self.name!r}: unknown value {tok!r} (values: {labels})")
             codes.append(labels.index(tok))
@@ -147,26 +181,114 @@ class Domain:
                 start = cur
         return runs
 
+    def _query_number(self, text: str, default: float, spec: str) -> float:
+        text = text.strip()
+        if not text:
+            return default
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"column {self.name!r}: {text!r} in the range {spec!r} is not a number") from None
+        if not math.isfinite(v):
+            raise ValueError(f"column {self.name!r}: the range {spec!r} must have finite ends")
+        return v
+
+    def _bins(self, x: np.ndarray) -> np.ndarray:
+        """The bin of each value of ``x`` (all within ``[low, high]``), from the bin edges: the
+        last edge belongs to the last bin."""
+        return np.minimum(np.searchsorted(self.edges(), x, side="right") - 1, self.bins - 1)  # type: ignore
+
     def encode(self, col: pd.Series) -> np.ndarray:
         """Codes 0..size-1, with -1 where the value lies outside the declared domain."""
         if self.is_numeric:
-            x = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-            lo, hi, b = self.low, self.high, self.bins
-            code = np.floor((x - lo) / (hi - lo) * b)
-            code = np.where(x == hi, b - 1, code)            # the top edge belongs to the last bin
-            bad = ~np.isfinite(x) | (x < lo) | (x > hi)
-            return np.where(bad, -1, code).astype(np.int64)
+            x = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            bad = ~np.isfinite(x) | (x < self.low) | (x > self.high)
+            return np.where(bad, -1, self._bins(np.where(bad, self.low, x))).astype(np.int64)
         index = {v: i for i, v in enumerate(self.values)}   # type: ignore[arg-type]
         return np.fromiter((index.get(v, -1) for v in col.tolist()), dtype=np.int64, count=len(col))
 
 
+_DOMAIN_KEYS = {"name", "values", "low", "high", "bins", "overflow"}
+
+
+def bin_edges(low: float, high: float, bins: int) -> np.ndarray:
+    """``low + (high - low) i / bins`` for i = 0..bins, the product taken before the division so
+    that integer ranges get integer edges exactly (``(high - low) / bins * i`` does not: with
+    ages 17-91 in 74 bins it would put 56 and 60 in the bin below theirs); the last edge is
+    ``high``."""
+    i = np.arange(bins + 1, dtype=np.float64)
+    e = low + ((high - low) * i) / bins
+    e[-1] = high
+    return e
+
+
+def _number(what: str, v: Any) -> float:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (Real, np.integer, np.floating)):
+        raise TypeError(f"{what} must be a number, got {type(v).__name__} {v!r}"[:300])
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise ValueError(f"{what} must be finite, got {f}")
+    return f
+
+
+_SCALARS = (str, bool, int, float)
+
+
+def _value_set(name: str, values: Any) -> tuple[Any, ...]:
+    """The categorical values as a tuple of plain Python scalars, checked: a list-like of
+    distinct, present strings, integers, finite floats or booleans with distinct labels."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Sequence, np.ndarray, pd.Index,
+                                                                           pd.Series)):
+        raise TypeError(f"column {name!r}: the values must be a list, got {type(values).__name__} {values!r}"[:300])
+    out = []
+    for v in values:
+        if isinstance(v, np.generic):
+            v = v.item()
+        if not isinstance(v, _SCALARS) or (isinstance(v, float) and not math.isfinite(v)):
+            raise TypeError(f"column {name!r}: a value must be a string, an integer, a finite float or a boolean, "
+                            f"got {type(v).__name__} {v!r}"[:300])
+        out.append(v)
+    if not out:
+        raise ValueError(f"column {name!r}: the value set must not be empty")
+    if len(set(out)) != len(out) or len({str(v) for v in out}) != len(out):
+        raise ValueError(f"column {name!r}: the value set repeats a value (values are compared by value and by "
+                         "label: 1, 1.0 and True are one value, 1 and '1' one label)")
+    if OVERFLOW in {str(v) for v in out}:
+        raise ValueError(f"column {name!r}: {OVERFLOW!r} is reserved for the overflow bin")
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class CountTensor:
-    """Non-zero cells (``coords``, one row per cell) and their ``counts``."""
+    """Non-zero cells (``coords``, one row per cell) and their ``counts``, over ``domains``
+    (checked when made: integer cells inside the domains, positive integer counts)."""
 
     domains: tuple[Domain, ...]
     coords: np.ndarray
     counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        doms = tuple(self.domains)
+        if not doms or not all(isinstance(d, Domain) for d in doms):
+            raise TypeError("a count tensor needs a non-empty tuple of Domain objects")
+        if len({d.name for d in doms}) != len(doms):
+            raise ValueError("a count tensor's columns must have distinct names")
+        coords, counts = np.asarray(self.coords), np.asarray(self.counts)
+        if coords.dtype.kind not in "iu" or counts.dtype.kind not in "iu":
+            raise TypeError("a count tensor's cells and counts must be integer arrays")
+        coords = coords.astype(np.int64).reshape(-1, len(doms)) if coords.size else np.zeros((0, len(doms)), np.int64)
+        counts = counts.astype(np.int64).reshape(-1)
+        shape = np.asarray([d.size for d in doms], dtype=np.int64)
+        if coords.shape[0] != counts.size or np.any(coords < 0) or np.any(coords >= shape[None, :]):
+            raise ValueError("a count tensor's cells must lie in its domains, one count per cell")
+        if np.any(counts < 1):
+            raise ValueError("a count tensor holds the non-zero cells only: every count must be >= 1")
+        object.__setattr__(self, "domains", doms)
+        object.__setattr__(self, "coords", coords)
+        object.__setattr__(self, "counts", counts)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -240,7 +362,7 @@ class CountTensor:
                     example = frame[c].to_numpy()[np.flatnonzero(out)[0]]
                     raise ValueError(f"column {c!r}: {n_out} rows lie outside the declared domain (e.g. {example!r}); "
                                      "widen the domain or pass overflow='bin' (CLI: --overflow bin)")
-                d = Domain(d.name, d.values, d.low, d.high, d.bins, overflow=True)
+                d = replace(d, overflow=True)
                 code = np.where(out, d.size - 1, code)
             codes[:, j] = code
             final.append(d)

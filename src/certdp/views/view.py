@@ -10,25 +10,36 @@ plain JSON file.
 A :class:`Workload` is a list of boxes (half-open code ranges on every axis; an axis the query
 does not name is whole). A query whose categorical selection is not contiguous becomes several
 disjoint boxes with the same ``owner``; answers are summed per owner.
+
+Every view answers the same way: ``view.answer("age=20..30 sex=Male")`` (one query, a list of
+them, or a :class:`Workload`) returns a DataFrame with one row per query: ``query``,
+``estimate`` and ``std``, the standard deviation of the noise in the estimate where the release
+makes it known (:mod:`.noise`), NaN where it does not. ``view.estimates(workload)`` is the bare
+array of estimates, for evaluations over thousands of queries. A saved view
+(:mod:`.viewfile`) is read by :func:`load_view` and answers from the file alone: no table, no
+domain file.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 from .. import _validate as V
-from .._io import atomic_target, load_json
 from ..randomness import RNGLike, as_generator
+from .noise import KroneckerLaplace, LeafLaplace, NoiseModel, cells_variance, noise_from_dict
 from .tensor import CountTensor, Domain
+from .viewfile import Fields, ViewFileError, check_partition, read_view_file, write_view_file
 
-FORMAT = "certdp-view/1"
+#: The most boxes the queries of one call may expand to (a categorical selection that is not
+#: contiguous on several columns multiplies them).
+MAX_QUERY_BOXES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -66,9 +77,15 @@ class Workload:
     def parse(domains: Sequence[Domain], queries: Sequence[str]) -> "Workload":
         """Queries like ``"age=20..30 sex=Male"`` (space-separated ``column=range`` terms; see
         :meth:`Domain.code_range`). Unknown columns and empty ranges are refused."""
+        if isinstance(queries, str) or not isinstance(queries, Sequence):
+            raise TypeError(f"queries must be a list of query strings, got {type(queries).__name__} {queries!r}"[:300])
         names = [d.name for d in domains]
-        los, his, owners = [], [], []
+        los: list[Any] = []
+        his: list[Any] = []
+        owners: list[Any] = []
         for qi, text in enumerate(queries):
+            if not isinstance(text, str):
+                raise TypeError(f"a query must be a string like 'age=20..30', got {type(text).__name__} {text!r}"[:300])
             per_axis: list[list[tuple[int, int]]] = [[(0, d.size)] for d in domains]
             terms = text.split()
             if not terms:
@@ -85,6 +102,9 @@ class Workload:
                 seen.add(col)
                 j = names.index(col)
                 per_axis[j] = domains[j].code_range(spec)
+            if len(los) + math.prod(len(r) for r in per_axis) > MAX_QUERY_BOXES:
+                raise ValueError(f"the queries expand to more than {MAX_QUERY_BOXES:,} boxes (selections of values "
+                                 "that are not neighbours on several columns multiply them); ask fewer at a time")
             for box in itertools.product(*per_axis):
                 los.append([a for a, _ in box])
                 his.append([b for _, b in box])
@@ -95,14 +115,25 @@ class Workload:
 
 
 def answer_boxes(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shape: Sequence[int],
-                 work: Workload, chunk_cells: int = 20_000_000) -> np.ndarray:
+                 work: Workload) -> np.ndarray:
     """Answers of ``work`` on leaves ``[lo, hi)`` with counts ``values`` spread uniformly."""
+    return answer_and_variance(lo, hi, values, shape, work)[0]
+
+
+def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shape: Sequence[int],
+                        work: Workload, leaf_variance: np.ndarray | None = None, chunk_cells: int = 20_000_000
+                        ) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`answer_boxes`, and, when ``leaf_variance`` (the variance of each leaf's noise,
+    independent across leaves) is given, the variance of each answer's noise:
+    ``sum_l f_l^2 var_l`` with ``f_l`` the share of leaf ``l`` inside the query, its boxes'
+    shares added first (:mod:`.noise`)."""
     shp = np.asarray(shape, dtype=np.int64)
     if work.lo.shape[1] != shp.size:
         raise ValueError(f"the workload has {work.lo.shape[1]} axes, the view {shp.size}")
     side = (hi - lo).astype(np.float64)
     vals = np.asarray(values, dtype=np.float64)
     box_ans = np.zeros(work.lo.shape[0])
+    var = None if leaf_variance is None else np.zeros(work.n_queries)
     restricted = (work.lo > 0) | (work.hi < shp[None, :])
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, row in enumerate(restricted):
@@ -110,18 +141,39 @@ def answer_boxes(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shape: Sequ
     total = float(vals.sum())
     for dims, members in groups.items():
         idx = np.asarray(members)
+        idx = idx[np.argsort(work.owner[idx], kind="stable")]          # each query's boxes together
         if not dims:
             box_ans[idx] = total
+            if var is not None:
+                n_boxes = np.bincount(work.owner[idx], minlength=work.n_queries)
+                var += n_boxes.astype(np.float64) ** 2 * float(np.sum(leaf_variance))
             continue
         dd = list(dims)
         step = max(1, chunk_cells // max(1, lo.shape[0] * len(dd)))
-        for a in range(0, idx.size, step):
-            q = idx[a:a + step]
+        for q in _chunks_by_owner(idx, work.owner, step):
             ql, qh = work.lo[q][:, dd], work.hi[q][:, dd]                     # (b, k)
             ov = (np.minimum(qh[:, None, :], hi[None, :, dd]) - np.maximum(ql[:, None, :], lo[None, :, dd]))
-            frac = np.clip(ov, 0, None) / side[None, :, dd]                 # (b, L, k)
-            box_ans[q] = np.prod(frac, axis=2) @ vals
-    return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries)
+            frac = np.prod(np.clip(ov, 0, None) / side[None, :, dd], axis=2)  # (b, L)
+            box_ans[q] = frac @ vals
+            if var is not None:
+                own = work.owner[q]
+                starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
+                per_query = np.add.reduceat(frac, starts, axis=0)
+                var[own[starts]] += (per_query * per_query) @ leaf_variance
+    return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries), var
+
+
+def _chunks_by_owner(idx: np.ndarray, owner: np.ndarray, step: int) -> list[np.ndarray]:
+    """``idx`` (sorted by owner) cut into pieces of about ``step`` boxes, never splitting the
+    boxes of one query."""
+    own = owner[idx]
+    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
+    cuts, last = [], 0
+    for s in starts[1:]:
+        if s - last >= step:
+            cuts.append(s)
+            last = s
+    return np.split(idx, cuts)
 
 
 def true_answers(tensor: CountTensor, work: Workload) -> np.ndarray:
@@ -157,9 +209,10 @@ def box_sums(sat: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 class _OverDomains:
-    """Shape and column names of a view, from its public domains."""
+    """What every view shares: shape and column names from its public domains, and answers."""
 
     domains: tuple[Domain, ...]
+    method: str
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -169,13 +222,46 @@ class _OverDomains:
     def columns(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.domains)
 
+    def workload(self, queries: str | Sequence[str] | Workload) -> Workload:
+        """``queries`` (one query string, a list of them, or a Workload) as a Workload."""
+        if isinstance(queries, Workload):
+            return queries
+        return Workload.parse(self.domains, [queries] if isinstance(queries, str) else queries)
+
+    def estimates(self, work: Workload) -> np.ndarray:
+        """The estimate of every query of ``work`` (an array, for evaluations)."""
+        raise NotImplementedError
+
+    def std(self, work: Workload) -> np.ndarray:
+        """The standard deviation of the noise in each estimate; NaN where it is not known."""
+        return np.full(work.n_queries, np.nan)
+
+    def answer(self, queries: str | Sequence[str] | Workload) -> pd.DataFrame:
+        """One row per query: ``query`` (its text, or ``#i`` for a generated workload),
+        ``estimate``, and ``std``, the standard deviation of the estimate's noise given the
+        released structure (NaN where the method does not make it known; see :mod:`.noise`)."""
+        work = self.workload(queries)
+        text = list(work.text) if len(work.text) == work.n_queries else [f"#{i}" for i in range(work.n_queries)]
+        return pd.DataFrame({"query": text, "estimate": self.estimates(work), "std": self.std(work)})
+
+    def query(self, text: str) -> float:
+        """The estimate of one query such as ``"age=20..30 sex=Male"``."""
+        return float(self.estimates(self.workload(text))[0])
+
+    def _header(self) -> dict[str, Any]:
+        """What every saved view starts with: method, budget, parameters, ledger, domains."""
+        return {"method": self.method, "epsilon": self.epsilon, "spent": self.spent,  # type: ignore[attr-defined]
+                "params": self.params, "ledger": self.ledger,  # type: ignore[attr-defined]
+                "domains": [d.to_dict() for d in self.domains]}
+
 
 @dataclass
 class BlockView(_OverDomains):
     """A released view: leaves ``[lo, hi)`` (``L x d``) with noisy counts ``values``.
 
     ``epsilon`` is the budget the view was built with and ``spent`` the exact largest path sum
-    of the charges made (never above ``epsilon``); ``ledger`` totals the charges by kind."""
+    of the charges made (never above ``epsilon``); ``ledger`` totals the charges by kind;
+    ``noise`` is the model of the values' noise (None: not known)."""
 
     domains: tuple[Domain, ...]
     lo: np.ndarray
@@ -186,28 +272,35 @@ class BlockView(_OverDomains):
     spent: float
     params: dict[str, Any] = field(default_factory=dict)
     ledger: dict[str, float] = field(default_factory=dict)
+    noise: NoiseModel | None = None
 
     @property
     def n_blocks(self) -> int:
         """The number of blocks."""
         return int(self.values.size)
 
-    def answer(self, work: Workload) -> np.ndarray:
-        """The answers of the workload's range queries from the blocks (uniform within each block)."""
+    def estimates(self, work: Workload) -> np.ndarray:
+        """The estimates from the leaves, each spread uniformly over its cells."""
         return answer_boxes(self.lo, self.hi, self.values, self.shape, work)
 
-    def query(self, text: str) -> float:
-        """Answer one query such as ``"age=20..30 sex=Male"``."""
-        return float(self.answer(Workload.parse(self.domains, [text]))[0])
+    def std(self, work: Workload) -> np.ndarray:
+        """The noise deviation of each estimate from the leaves' noise model (NaN without one)."""
+        if isinstance(self.noise, LeafLaplace):
+            var = answer_and_variance(self.lo, self.hi, self.values, self.shape, work,
+                                      self.noise.leaf_variances(self.n_blocks))[1]
+            return np.sqrt(var)
+        if isinstance(self.noise, KroneckerLaplace):
+            return np.sqrt(self.noise.variances(work.lo, work.hi, work.owner, work.n_queries))
+        return super().std(work)
 
     def to_dict(self) -> dict[str, Any]:
-        """The view as a JSON-ready dictionary (the view file's content)."""
-        return {**_header(self),
+        """The view file's content (without its format tag and digest)."""
+        return {**self._header(), "noise_model": None if self.noise is None else self.noise.to_dict(),
                 "lo": self.lo.tolist(), "hi": self.hi.tolist(), "values": [float(v) for v in self.values]}
 
     def save(self, path: str | Path) -> Path:
-        """Write the view as JSON, atomically (a failed write leaves nothing behind)."""
-        return _write(self.to_dict(), path)
+        """Write the view as a view file (:mod:`.viewfile`), atomically."""
+        return write_view_file(self.to_dict(), path)
 
     @classmethod
     def load(cls, path: str | Path) -> "BlockView":
@@ -217,70 +310,18 @@ class BlockView(_OverDomains):
             raise ValueError(f"{path} holds a {v.method} view, not one of blocks")
         return v
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "BlockView":
-        """The view described by ``d`` (a view file's content)."""
-        doms = tuple(Domain.from_dict(x) for x in d["domains"])
-        k = len(doms)
-        lo = np.asarray(d["lo"], dtype=np.int64).reshape(-1, k)
-        hi = np.asarray(d["hi"], dtype=np.int64).reshape(-1, k)
-        vals = np.asarray(d["values"], dtype=np.float64)
-        v = cls(doms, lo, hi, vals, *_saved_fields(d))
-        v.check()
-        return v
-
     def check(self) -> None:
-        """The leaves lie in the domain, are non-empty and their volumes add up to the domain's."""
-        shp = np.asarray(self.shape, dtype=np.int64)
-        if self.lo.shape != self.hi.shape or self.lo.shape[0] != self.values.size:
-            raise ValueError("inconsistent view: leaves and values differ in number")
-        if np.any(self.lo < 0) or np.any(self.hi > shp) or np.any(self.hi <= self.lo):
-            raise ValueError("inconsistent view: a leaf lies outside the domain or is empty")
+        """The leaves partition the domain, the values are finite, the spend is within epsilon."""
+        def fail(msg: str) -> ValueError:
+            return ValueError(f"inconsistent view: {msg}")
+
+        check_partition(self.lo, self.hi, self.shape, fail)
+        if self.lo.shape[0] != self.values.size:
+            raise fail("leaves and values differ in number")
         if not np.all(np.isfinite(self.values)):
-            raise ValueError("inconsistent view: a leaf value is not finite")
-        vol = float(np.sum(np.prod((self.hi - self.lo).astype(np.float64), axis=1)))
-        full = float(math.prod(self.shape))
-        if abs(vol - full) > 1e-9 * full:
-            raise ValueError(f"inconsistent view: leaves cover {vol:g} cells of {full:g}")
-        if self.spent > self.epsilon:
-            raise ValueError("inconsistent view: spent more than its epsilon")
-
-
-def _header(view) -> dict[str, Any]:
-    """What every saved view starts with: format, method, budget, parameters, ledger, domains."""
-    return {"format": FORMAT, "method": view.method, "epsilon": view.epsilon, "spent": view.spent,
-            "params": view.params, "ledger": view.ledger, "domains": [d.to_dict() for d in view.domains]}
-
-
-def _saved_fields(d: dict[str, Any]) -> tuple[str, float, float, dict[str, Any], dict[str, float]]:
-    """The fields :func:`_header` wrote, back: method, epsilon, spent, parameters, ledger."""
-    return (str(d["method"]), float(d["epsilon"]), float(d["spent"]), dict(d.get("params", {})),
-            dict(d.get("ledger", {})))
-
-
-def _write(payload: dict[str, Any], path: str | Path) -> Path:
-    p = Path(path)
-    with atomic_target(p, ".json") as tmp:
-        with open(tmp, "w") as f:
-            json.dump(payload, f)
-    return p
-
-
-def load_view(path: str | Path) -> "BlockView | SampleView | MarginalView":
-    """A saved view of any method: blocks (decompositions; Identity, HDMM and DAWA as one leaf
-    per cell), synthetic records (PrivBayes) or marginals (MST, AIM)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"view not found: {p}")
-    try:
-        d = load_json(p.read_bytes(), f"view file {p}")
-    except OSError as exc:
-        raise ValueError(f"cannot read the view file {p}: {exc.strerror or exc}") from None
-    if not isinstance(d, dict) or d.get("format") != FORMAT:
-        raise ValueError(f"{p} is not a {FORMAT} file")
-    if "marginals" in d:
-        return MarginalView.from_dict(d)
-    return SampleView.from_dict(d) if "records" in d else BlockView.from_dict(d)
+            raise fail("a leaf value is not finite")
+        if not 0 <= self.spent <= self.epsilon:
+            raise fail(f"spent {self.spent} is not within [0, epsilon = {self.epsilon}]")
 
 
 MAX_SAVED_CELLS = 2_000_000
@@ -288,7 +329,8 @@ MAX_SAVED_CELLS = 2_000_000
 
 @dataclass
 class DenseView(_OverDomains):
-    """A view with one noisy count per cell (Identity). Queries use a summed-area table."""
+    """A view with one noisy count per cell (Identity, HDMM, DAWA). Queries use a summed-area
+    table."""
 
     domains: tuple[Domain, ...]
     noisy: np.ndarray
@@ -297,6 +339,7 @@ class DenseView(_OverDomains):
     spent: float
     params: dict[str, Any] = field(default_factory=dict)
     ledger: dict[str, float] = field(default_factory=dict)
+    noise: NoiseModel | None = None
     _sat: np.ndarray | None = None
 
     @property
@@ -311,24 +354,33 @@ class DenseView(_OverDomains):
                              f"the {MAX_SAVED_CELLS:,} a view file takes (query it in Python instead)")
         lo = np.stack(np.unravel_index(np.arange(self.noisy.size), self.noisy.shape), axis=1).astype(np.int64)
         return BlockView(self.domains, lo, lo + 1, self.noisy.ravel().astype(np.float64), self.method, self.epsilon,
-                         self.spent, self.params, self.ledger)
+                         self.spent, self.params, self.ledger, self.noise)
 
     def save(self, path: str | Path) -> Path:
         """Write the view as a file of blocks."""
         return self.to_blocks().save(path)
 
-    def answer(self, work: Workload) -> np.ndarray:
-        """The answers of the workload's range queries from the noisy cells (summed-area table)."""
+    def estimates(self, work: Workload) -> np.ndarray:
+        """The estimates from the noisy cells, through a summed-area table."""
         if self._sat is None:
             self._sat = summed_area(self.noisy)
         out = box_sums(self._sat, work.lo, work.hi)
         return np.bincount(work.owner, weights=out, minlength=work.n_queries)
 
+    def std(self, work: Workload) -> np.ndarray:
+        """The noise deviation of each estimate (i.i.d. cells or HDMM's strategy; NaN otherwise)."""
+        if isinstance(self.noise, LeafLaplace) and np.ndim(self.noise.scale) == 0:
+            return np.sqrt(cells_variance(float(self.noise.scale), work.lo, work.hi, work.owner, work.n_queries))
+        if isinstance(self.noise, KroneckerLaplace):
+            return np.sqrt(self.noise.variances(work.lo, work.hi, work.owner, work.n_queries))
+        return super().std(work)
+
 
 @dataclass
 class SampleView(_OverDomains):
     """A view made of synthetic records (a synthesizer's output): the cells they occupy and how
-    many records each holds. Queries count the synthetic records inside the box."""
+    many records each holds. Queries count the synthetic records inside the box; the noise of
+    a count of sampled records is not known in closed form (``std`` is NaN)."""
 
     domains: tuple[Domain, ...]
     coords: np.ndarray
@@ -344,35 +396,26 @@ class SampleView(_OverDomains):
         """The number of distinct synthetic records."""
         return int(self.counts.size)
 
-    def answer(self, work: Workload) -> np.ndarray:
-        """The answers of the workload's range queries counted on the synthetic records."""
+    def estimates(self, work: Workload) -> np.ndarray:
+        """The number of synthetic records in each query."""
         return answer_boxes(self.coords, self.coords + 1, self.counts.astype(np.float64), self.shape, work)
 
     def to_dict(self) -> dict[str, Any]:
-        """The view as a JSON-ready dictionary (the view file's content)."""
-        return {**_header(self),
+        """The view file's content (without its format tag and digest)."""
+        return {**self._header(),
                 "records": {"coords": self.coords.tolist(), "counts": [int(c) for c in self.counts]}}
 
     def save(self, path: str | Path) -> Path:
-        """The synthetic records (their cells and counts) as JSON, atomically."""
-        return _write(self.to_dict(), path)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SampleView":
-        """The view described by ``d`` (a view file's content)."""
-        doms = tuple(Domain.from_dict(x) for x in d["domains"])
-        coords = np.asarray(d["records"]["coords"], dtype=np.int64).reshape(-1, len(doms))
-        counts = np.asarray(d["records"]["counts"], dtype=np.int64)
-        if coords.shape[0] != counts.size or np.any(coords < 0) or np.any(coords >= np.asarray([x.size for x in doms])):
-            raise ValueError("inconsistent view: synthetic records outside the domain or miscounted")
-        return cls(doms, coords, counts, *_saved_fields(d))
+        """The synthetic records (their cells and counts) as a view file, atomically."""
+        return write_view_file(self.to_dict(), path)
 
 
 @dataclass
 class MarginalView(_OverDomains):
-    """A view that is a fitted model of the data distribution (MST): a query box is answered
-    exactly on the model's marginal over the axes the box restricts (computed once per set of
-    axes, by ``marginal(axes)``, then summed through a summed-area table)."""
+    """A view that is a fitted model of the data distribution (MST, AIM): a query box is
+    answered exactly on the model's marginal over the axes the box restricts (computed once per
+    set of axes, by ``marginal(axes)``, then summed through a summed-area table). The noise of
+    a model's answer is not known in closed form (``std`` is NaN)."""
 
     domains: tuple[Domain, ...]
     marginal: Any
@@ -389,37 +432,14 @@ class MarginalView(_OverDomains):
         answer: queries restricting at most ``degree`` columns)."""
         d = len(self.domains)
         sets = [s for k in range(1, min(degree, d) + 1) for s in itertools.combinations(range(d), k)]
-        return {**_header(self),
+        return {**self._header(),
                 "n_blocks": self.n_blocks,
                 "marginals": [{"axes": list(s), "values": np.asarray(self.marginal(s), dtype=np.float64).ravel()
                                .tolist()} for s in sets]}
 
     def save(self, path: str | Path, degree: int = 2) -> Path:
-        """The marginals over at most ``degree`` axes as JSON, atomically."""
-        return _write(self.to_dict(V.int_in_range("degree", degree, 1)), path)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MarginalView":
-        """The view described by ``d`` (a view file's content)."""
-        doms = tuple(Domain.from_dict(x) for x in d["domains"])
-        shape = [x.size for x in doms]
-        table = {}
-        for m in d["marginals"]:
-            axes = tuple(int(a) for a in m["axes"])
-            vals = np.asarray(m["values"], dtype=np.float64)
-            if vals.size != math.prod(shape[a] for a in axes) or not np.all(np.isfinite(vals)):
-                raise ValueError(f"inconsistent view: the marginal over axes {list(axes)} is malformed")
-            table[axes] = vals.reshape([shape[a] for a in axes])
-        most = max((len(a) for a in table), default=0)
-
-        def marginal(axes: tuple[int, ...]) -> np.ndarray:
-            if axes not in table:
-                names = [doms[a].name for a in axes]
-                raise ValueError(f"this saved {d['method']} view holds marginals over at most {most} columns; "
-                                 f"a query restricting {names} needs more (save it with a larger degree)")
-            return table[axes]
-
-        return cls(doms, marginal, *_saved_fields(d), int(d.get("n_blocks", 0)))
+        """The marginals over at most ``degree`` axes as a view file, atomically."""
+        return write_view_file(self.to_dict(V.int_in_range("degree", degree, 1, 64)), path)
 
     def _sat(self, axes: tuple[int, ...]) -> np.ndarray:
         if axes not in self._tables:
@@ -427,8 +447,8 @@ class MarginalView(_OverDomains):
             self._tables[axes] = summed_area(m)
         return self._tables[axes]
 
-    def answer(self, work: Workload) -> np.ndarray:
-        """The answers of the workload's range queries from the model's marginals."""
+    def estimates(self, work: Workload) -> np.ndarray:
+        """The estimates from the model's marginal over the columns each query restricts."""
         shp = np.asarray(self.shape, dtype=np.int64)
         restricted = (work.lo > 0) | (work.hi < shp[None, :])
         out = np.zeros(work.lo.shape[0])
@@ -441,3 +461,127 @@ class MarginalView(_OverDomains):
             ax = list(axes)
             out[rows] = box_sums(self._sat(axes), work.lo[np.ix_(rows, ax)], work.hi[np.ix_(rows, ax)])
         return np.bincount(work.owner, weights=out, minlength=work.n_queries)
+
+
+# ------------------------------------------------------------------------- reading
+_HEADER = {"format", "digest", "method", "epsilon", "spent", "params", "ledger", "domains"}
+
+
+def load_view(path: str | Path) -> "BlockView | SampleView | MarginalView":
+    """A saved view of any method, checked (:mod:`.viewfile`): blocks (decompositions;
+    Identity, HDMM and DAWA as one leaf per cell), synthetic records (PrivBayes) or marginals
+    (MST, AIM). Everything a query needs is in the file."""
+    d, where = read_view_file(path)
+    f = Fields(d, where)
+    kinds = [k for k in ("values", "records", "marginals") if k in d]
+    if len(kinds) != 1:
+        raise f.fail("a view file holds exactly one of 'values' (leaves), 'records' or 'marginals'")
+    head = _read_header(f)
+    if kinds[0] == "values":
+        return _read_blocks(f, head)
+    if kinds[0] == "records":
+        return _read_records(f, head)
+    return _read_marginals(f, head)
+
+
+def _read_header(f: Fields) -> dict[str, Any]:
+    """Method, epsilon, spent, params, ledger and domains, checked: epsilon > 0 and
+    0 <= spent <= epsilon, finite; every ledger entry a finite positive charge."""
+    eps, spent = f.number("epsilon"), f.number("spent")
+    if eps <= 0:
+        raise f.fail(f"epsilon must be > 0, got {eps}")
+    if not 0 <= spent <= eps:
+        raise f.fail(f"spent ({spent}) must lie in [0, epsilon = {eps}]")
+    ledger = f.mapping("ledger")
+    for what, charge in ledger.items():
+        if f.number(f"ledger entry {what!r}", charge) <= 0:
+            raise f.fail(f"the ledger entry {what!r} charges {charge}, not a positive epsilon")
+    raw = f.get("domains")
+    if not isinstance(raw, list) or not raw:
+        raise f.fail("'domains' must be a non-empty list")
+    try:
+        doms = tuple(Domain.from_dict(x) for x in raw)
+    except (ValueError, TypeError) as exc:
+        raise f.fail(f"a domain is invalid: {exc}") from None
+    if len({dm.name for dm in doms}) != len(doms):
+        raise f.fail("two domains have one column name")
+    return {"domains": doms, "method": f.text("method"), "epsilon": eps, "spent": spent,
+            "params": f.mapping("params"), "ledger": {str(k): float(v) for k, v in ledger.items()}}
+
+
+def _read_blocks(f: Fields, head: dict[str, Any]) -> BlockView:
+    f.only(_HEADER | {"noise_model", "lo", "hi", "values"})
+    doms = head["domains"]
+    shape = tuple(dm.size for dm in doms)
+    lo = f.array("lo", f.get("lo"), "i", 2)
+    hi = f.array("hi", f.get("hi"), "i", 2)
+    vals = f.array("values", f.get("values"), "f", 1)
+    check_partition(lo, hi, shape, f.fail)
+    if vals.size != lo.shape[0]:
+        raise f.fail(f"{vals.size} values for {lo.shape[0]} leaves")
+    noise = noise_from_dict(f.get("noise_model"), head["epsilon"], lo.shape[0], shape, f.fail)
+    return BlockView(doms, lo, hi, vals, head["method"], head["epsilon"], head["spent"], head["params"],
+                     head["ledger"], noise)
+
+
+def _read_records(f: Fields, head: dict[str, Any]) -> SampleView:
+    f.only(_HEADER | {"records"})
+    rec = f.mapping("records")
+    if set(rec) != {"coords", "counts"}:
+        raise f.fail("'records' must hold exactly 'coords' and 'counts'")
+    shape = np.asarray([dm.size for dm in head["domains"]], dtype=np.int64)
+    coords = f.array("records.coords", rec["coords"], "i", 2).reshape(-1, shape.size)
+    counts = f.array("records.counts", rec["counts"], "i", 1)
+    if coords.shape[0] != counts.size:
+        raise f.fail(f"{coords.shape[0]} record cells for {counts.size} counts")
+    if np.any(coords < 0) or np.any(coords >= shape[None, :]):
+        raise f.fail("a synthetic record lies outside the domain")
+    if np.any(counts < 1):
+        raise f.fail("a synthetic record count is below 1")
+    if np.unique(coords, axis=0).shape[0] != coords.shape[0]:
+        raise f.fail("a cell of synthetic records is listed twice")
+    return SampleView(head["domains"], coords, counts, head["method"], head["epsilon"], head["spent"],
+                      head["params"], head["ledger"])
+
+
+def _read_marginals(f: Fields, head: dict[str, Any]) -> MarginalView:
+    f.only(_HEADER | {"marginals", "n_blocks"})
+    doms = head["domains"]
+    shape = [x.size for x in doms]
+    raw = f.get("marginals")
+    if not isinstance(raw, list) or not raw:
+        raise f.fail("'marginals' must be a non-empty list")
+    table = {}
+    for m in raw:
+        if not isinstance(m, dict) or set(m) != {"axes", "values"}:
+            raise f.fail("each marginal must hold exactly 'axes' and 'values'")
+        axes_arr = f.array("marginal axes", m["axes"], "i", 1)
+        axes = tuple(int(a) for a in axes_arr)
+        if not axes or any(a < 0 or a >= len(shape) for a in axes) or list(axes) != sorted(set(axes)):
+            raise f.fail(f"marginal axes {list(axes)} must be distinct column numbers in increasing order")
+        if axes in table:
+            raise f.fail(f"the marginal over axes {list(axes)} is given twice")
+        vals = f.array("marginal values", m["values"], "f", 1)
+        if vals.size != math.prod(shape[a] for a in axes):
+            raise f.fail(f"the marginal over axes {list(axes)} has {vals.size} values for "
+                         f"{math.prod(shape[a] for a in axes)} cells")
+        table[axes] = vals.reshape([shape[a] for a in axes])
+    n_blocks = f.get("n_blocks")
+    if isinstance(n_blocks, bool) or not isinstance(n_blocks, int) or n_blocks < 0:
+        raise f.fail("'n_blocks' must be an integer >= 0")
+    most = max(len(a) for a in table)
+    method = head["method"]
+
+    def marginal(axes: tuple[int, ...]) -> np.ndarray:
+        if axes not in table:
+            names = [doms[a].name for a in axes]
+            raise ValueError(f"this saved {method} view holds marginals over at most {most} columns; "
+                             f"a query restricting {names} needs more (save it with a larger degree)")
+        return table[axes]
+
+    return MarginalView(doms, marginal, method, head["epsilon"], head["spent"], head["params"], head["ledger"],
+                        n_blocks)
+
+
+__all__ = ["BlockView", "DenseView", "MarginalView", "SampleView", "ViewFileError", "Workload", "answer_and_variance",
+           "answer_boxes", "box_sums", "load_view", "rmse", "summed_area", "true_answers"]

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ...lp.executors import WorkerProcess, close_dask, dask_client, worker_context
+from ...lp.executors import DaskHolders, ProcessHolders, ReplayedGroups, close_dask, dask_client
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
 
@@ -193,9 +193,10 @@ class Pricer:
         return self.group.failures
 
     def close(self) -> None:
-        """Shut the thread pool down."""
+        """End the threads; solves not started are dropped (the caller may be unwinding from
+        Ctrl-C), the ones under way finish their LP."""
         if self.pool is not None:
-            self.pool.shutdown()
+            self.pool.shutdown(cancel_futures=True)
 
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Rigorous lower bounds on ``min_{z in P} (c_k - lam)' z`` for every output k, the
@@ -218,9 +219,10 @@ class _GroupedPricer:
     answers in output order, so the run is the threaded run, to the bit.
 
     A worker lost mid-run loses its models, and their state depends on every dual they were
-    priced at; the group is then rebuilt on a live worker and replayed through the duals of
-    every earlier round (kept here), which restores the same models, before the round is priced
-    again. ``replays`` counts those rebuilds; ``rounds`` records each call's wall time and its
+    priced at; :class:`~certdp.lp.executors.ReplayedGroups` then rebuilds the group on a new
+    worker and replays it through the duals of every earlier round, which restores the same
+    models, before the round is priced again (or reports the loss, as that module says).
+    ``replays`` counts those rebuilds; ``rounds`` records each call's wall time and its
     groups' compute times (the difference is transfer and waiting)."""
 
     def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, n_groups: int) -> None:
@@ -230,27 +232,21 @@ class _GroupedPricer:
         self.A_data = A
         self.C = C
         self.tolerance = tolerance
-        self.lams: list[np.ndarray] = []
-        self.replays = 0
         self.rounds: list[dict[str, float]] = []
         self._counts = [(0, 0)] * len(self.groups)
-        self.workers: list[Any] = []
+        self.work: ReplayedGroups | None = None
 
-    def _start(self, i: int) -> Any:
-        """A worker holding group ``i``'s models (none built yet)."""
-        raise NotImplementedError
+    def _what(self, i: int) -> str:
+        return f"pricing group {i} ({len(self.groups[i])} outputs)"
 
-    def _call(self, i: int, lam: np.ndarray) -> Any:
-        """Group ``i``'s call for ``lam``: an object whose ``result()`` is
-        :meth:`OutputModels.price`'s answer, or None when its worker is already known lost."""
-        raise NotImplementedError
+    @property
+    def workers(self) -> list[Any]:
+        """What holds each group: a :class:`~certdp.lp.executors.WorkerProcess` or an actor."""
+        return self.work.held if self.work is not None else []
 
-    def _rebuild(self, i: int) -> None:
-        """Group ``i`` on a live worker, replayed through every earlier round's duals."""
-        self.replays += 1
-        self.workers[i] = self._start(i)
-        for lam in self.lams:
-            self._call(i, lam).result()
+    @property
+    def replays(self) -> int:
+        return self.work.replays if self.work is not None else 0
 
     @property
     def fallbacks(self) -> int:
@@ -262,23 +258,10 @@ class _GroupedPricer:
 
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """As :meth:`Pricer.price`."""
+        assert self.work is not None
         lam = np.asarray(lam, dtype=np.float64)
         t0 = time.perf_counter()
-        calls = [self._call(i, lam) for i in range(len(self.workers))]
-        parts = []
-        for i, f in enumerate(calls):
-            for attempt in range(3):
-                try:
-                    if f is None:
-                        raise RuntimeError(f"the worker holding pricing group {i} was lost")
-                    parts.append(f.result())
-                    break
-                except Exception:   # the worker (and its models) is gone: rebuild, replay, retry
-                    if attempt == 2:
-                        raise
-                    self._rebuild(i)
-                    f = self._call(i, lam)
-        self.lams.append(lam.copy())
+        parts = self.work.call_all([(lam,)] * len(self.groups))
         self._counts = [(p[4], p[5]) for p in parts]
         self.rounds.append({"wall": time.perf_counter() - t0, "compute_max": max(p[6] for p in parts),
                             "compute_sum": sum(p[6] for p in parts)})
@@ -286,6 +269,10 @@ class _GroupedPricer:
         bounds = np.concatenate([p[1] for p in parts])[order]
         Z = np.hstack([p[2] for p in parts])[:, order]
         return bounds, Z, int(sum(p[3] for p in parts))
+
+    def close(self) -> None:
+        if self.work is not None:
+            self.work.close()
 
 
 class ProcessPricer(_GroupedPricer):
@@ -297,59 +284,35 @@ class ProcessPricer(_GroupedPricer):
 
     def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int) -> None:
         super().__init__(A, C, tolerance, workers)
-        self.ctx = worker_context()
-        self.workers = [self._start(i) for i in range(len(self.groups))]
+        self.work = ReplayedGroups(ProcessHolders(OutputModels, self._args, "price", self._what), len(self.groups))
 
-    def _start(self, i: int) -> WorkerProcess:
+    def _args(self, i: int) -> tuple:
         g = self.groups[i]
-        w = WorkerProcess(OutputModels, (self.A_data, self.C[:, g], g, self.tolerance), "price", self.ctx)
-        w.ready()
-        return w
-
-    def _rebuild(self, i: int) -> None:
-        self.workers[i].close()
-        super()._rebuild(i)
-
-    def _call(self, i: int, lam: np.ndarray) -> WorkerProcess | None:
-        return self.workers[i].submit(lam)
-
-    def close(self) -> None:
-        """Stop the worker processes."""
-        for w in self.workers:
-            w.close()
-        self.workers = []
+        return (self.A_data, self.C[:, g], g, self.tolerance)
 
 
 class DaskPricer(_GroupedPricer):
     """The pricing LPs on a Dask cluster: one group of outputs per worker, each group's live
     models held by a Dask actor. The cone rows, which every group needs, are scattered once
-    (broadcast); each group receives its own cost columns once."""
+    (broadcast, and again when a group is rebuilt: their holders may be gone too); each group
+    receives its own cost columns once."""
 
     def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int = 2,
                  address: str | None = None, connect_timeout: float = 10.0) -> None:
         client, cluster = dask_client(workers, address, "pricing on Dask", connect_timeout)
-        n_workers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
-        super().__init__(A, C, tolerance, n_workers)
         self.client, self.cluster = client, cluster
-        self.A = self.client.scatter(A, broadcast=True)
-        self.workers = [self._start(i) for i in range(len(self.groups))]
-
-    def _start(self, i: int) -> Any:
-        g = self.groups[i]
-        return self.client.submit(OutputModels, self.A, self.C[:, g], g, self.tolerance, actor=True,
-                                  pure=False).result()
-
-    def _rebuild(self, i: int) -> None:
-        self.A = self.client.scatter(self.A_data, broadcast=True)   # its holders may be gone too
-        super()._rebuild(i)
-
-    def _call(self, i: int, lam: np.ndarray) -> Any:
         try:
-            return self.workers[i].price(lam)
-        except Exception:   # distributed raises on the attribute of an actor whose worker is gone
-            return None
+            n_workers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
+            super().__init__(A, C, tolerance, n_workers)
+            self.A: Any = None
+            holders = DaskHolders(client, cluster, OutputModels, self._args, "price", self._what)
+            self.work = ReplayedGroups(holders, len(self.groups))
+        except BaseException:
+            close_dask(client, cluster)
+            raise
 
-    def close(self) -> None:
-        """Drop the workers (the cluster is closed by its owner)."""
-        self.workers = []
-        close_dask(self.client, self.cluster)
+    def _args(self, i: int) -> tuple:
+        if self.A is None or self.work is not None:    # first use, or a rebuild
+            self.A = self.client.scatter(self.A_data, broadcast=True)
+        g = self.groups[i]
+        return (self.A, self.C[:, g], g, self.tolerance)

@@ -51,8 +51,8 @@ import numpy as np
 
 from ...certify import CertifyReport, certify
 from ...graph import MDPGraph
-from ...lp.executors import start_worker_server
-from ...lp.outcome import relative_gap, round_message
+from ...lp.executors import EXECUTORS, start_worker_server
+from ...lp.outcome import Status, relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
@@ -60,9 +60,6 @@ from ..model import MAX_LOG_RATIO
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
 from .master import ColumnMaster, FilledMaster, new_columns
 from .pricing import DaskPricer, Pricer, ProcessPricer, cone_rows
-
-OUTPUT_EXECUTORS = ("threads", "process", "dask")
-"""Where the pricing LPs run: threads of this process, local worker processes, a Dask cluster."""
 
 ELASTIC_WIDTH = 1000.0
 """The elastic free master's slack costs ``lambda +- width``, with width this times the
@@ -356,7 +353,7 @@ class _Decomposition:
         return lb_here, lam_lb, cols, alpha, iters
 
 
-def _result(d: _Decomposition, space: Space, status: str, it: int, history: list[dict[str, Any]],
+def _result(d: _Decomposition, space: Space, status: Status, it: int, history: list[dict[str, Any]],
             workers: int, t_start: float, t_build: float, gap: float) -> SolveResult:
     if d.best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
         d.solve_free()
@@ -403,8 +400,8 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     are checked by :func:`certdp.solve`.
     """
     executor = executor or ("dask" if scheduler else "threads")
-    if executor not in OUTPUT_EXECUTORS:
-        raise ValueError(f"executor must be one of {', '.join(OUTPUT_EXECUTORS)} for the outputs decomposition, "
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)} for the outputs decomposition, "
                          f"got {executor!r}")
     workers = default_workers() if workers is None else workers
     t_start = time.perf_counter()
@@ -416,7 +413,7 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     N = space.n_records
     alpha = 0.5
     history: list[dict[str, Any]] = []
-    status = "iteration_limit"
+    status = Status.ITERATION_LIMIT
     lb_at_free = -math.inf
     it_free = it = 0
     tol_cap = MASTER_TOL
@@ -462,10 +459,10 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
             history.append(rec)
             report(progress, "round", bounds_line("round", rec, "columns", "columns"), rec)
             if g <= gap:
-                status = "optimal"
+                status = Status.OPTIMAL
                 break
             if time_limit is not None and time.perf_counter() - t_start >= time_limit:
-                status = "time_limit"
+                status = Status.TIME_LIMIT
                 break
             if cols.shape[1] > 0:
                 # above 1.75N columns, prune those idle at the master's weights for two rounds
@@ -483,7 +480,7 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
                     d.master.set_box(d.master.center, d.master.delta * 10)
                 else:                    # and it does not bind: done
                     d.solve_free()
-                    status = "optimal" if relative_gap(d.ub, d.lb) <= gap else "stalled"
+                    status = Status.OPTIMAL if relative_gap(d.ub, d.lb) <= gap else Status.STALLED
                     break
     finally:
         d.pricer.close()

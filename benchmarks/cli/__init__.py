@@ -1,0 +1,1 @@
+"""The command itself: how it stops when asked to (signals), whatever it runs."""
