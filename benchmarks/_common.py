@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -97,6 +98,28 @@ def target(name: str, suffix: str, args: argparse.Namespace | None = None) -> Pa
     return p
 
 
+def _git_commit() -> str:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude,glob)benchmarks/*/results/**"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + (" with uncommitted changes" if dirty else "")
+
+
+_COMMIT = _git_commit()
+
+
+def commit() -> str:
+    """The commit the run's code was at when it started, marked when files tracked by git
+    differed from it."""
+    return _COMMIT
+
+
 def command() -> str:
     script = _script()
     root = Path(__file__).resolve().parents[1]
@@ -109,9 +132,10 @@ def command() -> str:
 
 def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                 notes: Sequence[str] = (), raw: Any = None, args: argparse.Namespace | None = None) -> Path:
-    """Print a markdown table and write it (plus raw JSON) as NAME.md / NAME.json (see the
-    module docstring for where)."""
-    lines = [f"# {title}", "", f"Command: `{command()}`", f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
+    """Print a markdown table and write it (plus the raw results as JSON, with the command and
+    the commit) as NAME.md / NAME.json (see the module docstring for where)."""
+    lines = [f"# {title}", "", f"Command: `{command()}`", f"Commit: {commit()}",
+             f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---" for _ in columns) + "|")
     for r in rows:
@@ -124,5 +148,6 @@ def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Se
     path = target(name, ".md", args)
     path.write_text(text)
     if raw is not None:
-        target(name, ".json", args).write_text(json.dumps(raw, indent=1, default=str))
+        record = {"command": command(), "commit": commit(), "results": raw}
+        target(name, ".json", args).write_text(json.dumps(record, indent=1, default=str))
     return path

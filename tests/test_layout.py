@@ -94,8 +94,7 @@ DOC_REF = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)(?:#([A-Za-z0-9_-]+))?")
 
 #: references the outputs decomposition's modules make to pages that are not in docs/ (their
 #: docstrings are rewritten with its configuration): each must go, and this set with it
-PENDING = {("src/certdp/pmo/outputs/master.py", "history.md"), ("src/certdp/pmo/outputs/pricing.py", "history.md"),
-           ("src/certdp/pmo/outputs/solve.py", "history.md"), ("src/certdp/pmo/outputs/solve.py", "benders.md")}
+PENDING = {("src/certdp/pmo/outputs/master.py", "history.md"), ("src/certdp/pmo/outputs/pricing.py", "history.md")}
 
 
 def anchor(heading: str) -> str:
@@ -119,9 +118,8 @@ def test_every_reference_to_docs_names_a_page_and_a_heading_that_exist():
 
 
 # ------------------------------------------------------------------ the one way to a Mechanism
-#: direct constructions outside mechanism.py that are still to become Mechanism.certified
-#: (the outputs decomposition's result is rewritten with its configuration): each must go
-DIRECT = {"src/certdp/pmo/outputs/solve.py"}
+#: direct constructions outside mechanism.py (every engine goes through Mechanism.certified)
+DIRECT: set[str] = set()
 
 
 def test_only_mechanism_py_constructs_a_mechanism():

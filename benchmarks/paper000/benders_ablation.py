@@ -18,17 +18,17 @@ from typing import Any
 from certdp import SolverLimitError, build_space, solve
 from certdp.datasets import grid
 from certdp.experiments import instances
-from certdp.pmo.benders import VARIANTS, _Design, solve_benders
+from certdp.pmo.benders import VARIANTS, BendersConfig, solve_benders
 
 from .._common import output_args, write_table
 
 IMPROVED = VARIANTS["improved"]
 DESIGNS = {
     "paper": VARIANTS["paper"],
-    "paper + envelope": _Design(envelope=True, elastic=None, repair=False),
-    "elastic": _Design(envelope=False, elastic=IMPROVED.elastic, repair=False),
-    "elastic + repair": _Design(envelope=False, elastic=IMPROVED.elastic, repair=True),
-    "elastic + repair + in-out": _Design(envelope=False, elastic=IMPROVED.elastic, repair=True, in_out=IMPROVED.in_out),
+    "paper + envelope": BendersConfig(envelope=True, elastic=None, repair=False, in_out=None),
+    "elastic": BendersConfig(envelope=False, elastic=IMPROVED.elastic, repair=False, in_out=None),
+    "elastic + repair": BendersConfig(envelope=False, elastic=IMPROVED.elastic, repair=True, in_out=None),
+    "elastic + repair + in-out": BendersConfig(envelope=False, elastic=IMPROVED.elastic, repair=True, in_out=IMPROVED.in_out),
     "+ envelope (improved)": IMPROVED,
 }
 
@@ -59,7 +59,7 @@ def main() -> None:
         for label in a.designs:
             hist: list[dict[str, Any]] = []
             try:
-                r = solve_benders(sp, subsets=subsets, gap=a.gap, time_limit=a.cap, design=DESIGNS[label],
+                r = solve_benders(sp, subsets=subsets, gap=a.gap, time_limit=a.cap, config=DESIGNS[label],
                                   progress=lambda e: hist.append(dict(e.record)))
                 first = next((h["elapsed"] for h in hist if h["gap"] <= 0.01), None)
                 row = [name, label, r.status, r.iterations, r.timings["total"], first, r.gap,

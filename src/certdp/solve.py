@@ -28,9 +28,10 @@ from .family.spanner import spanner_mechanism
 from .lp.executors import EXECUTORS
 from .lp.highs import SOLVERS
 from .mechanism import SolveResult
-from .pmo.benders import INITIAL_CUTS, VARIANTS, solve_benders
+from .pmo.benders import INITIAL_CUTS, VARIANTS, BendersConfig, solve_benders
 from .pmo.model import OBJECTIVES
 from .pmo.monolithic import solve_monolithic
+from .pmo.outputs.config import OutputsConfig
 from .pmo.outputs.solve import solve_outputs
 from .pmo.partition import PARTITIONERS
 from .progress import Progress
@@ -122,6 +123,14 @@ def _address(name: str, v: Any, space: Space) -> str | None:
     if v is not None and (not isinstance(v, str) or not v.strip()):
         raise ValueError(f"{name} must be the address of a Dask scheduler, e.g. tcp://host:8786; got {v!r}")
     return v
+
+
+def _instance_of(cls: type) -> Check:
+    def check(name: str, v: Any, space: Space) -> Any:
+        if v is not None and not isinstance(v, cls):
+            raise TypeError(f"{name} must be a {cls.__name__}, got {type(v).__name__}")
+        return v
+    return check
 
 
 def _callable(name: str, v: Any, space: Space) -> Any:
@@ -220,7 +229,9 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            fixed={"objective": "worst"}),
     Method("outputs", solve_outputs,
            {**_DECOMPOSITION, "workers": Option(int, "pricing threads, processes or Dask workers", _workers,
-                                                default="one per core")},
+                                                default="one per core"),
+            "config": Option(OutputsConfig, "the engine's tuning", _instance_of(OutputsConfig),
+                             default="OutputsConfig()", command_line=False)},
            "decomposition over outputs (certdp): certified matrix and rigorous bound, fast"),
     Method("benders", solve_benders,
            {**_DECOMPOSITION,
@@ -236,7 +247,9 @@ METHODS: dict[str, Method] = {m.name: m for m in (
                                 tuple(VARIANTS)),
             "seed": Option(int, "seed of the k-means partitioners", _seed, command_line=False),
             "runner_factory": Option(object, "f(blocks) -> Runner, in place of executor", _callable,
-                                     command_line=False)},
+                                     command_line=False),
+            "config": Option(BendersConfig, "the engine's tuning (in place of variant)",
+                             _instance_of(BendersConfig), default="the variant's", command_line=False)},
            "Benders decomposition over a partition of the records (paper 000, section 3)"),
     Method("expmech", exponential_mechanism, {}, "exponential mechanism (paper 000 Eq. 47)",
            reports_progress=False),

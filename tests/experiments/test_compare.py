@@ -5,11 +5,13 @@ import math
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certdp import build_space, solve
 from certdp.cli import main
 from certdp.datasets import gaussian
-from certdp.experiments.compare import compare_row, match_tight
+from certdp.experiments.compare import Matched, compare_row, match_tight, order_factors
 
 
 @pytest.fixture(scope="module")
@@ -19,6 +21,8 @@ def space():
 
 @pytest.mark.parametrize("method", ["expmech", "constopt", "optmech"])
 def test_match_tight_reaches_the_target_and_reports_what_it_tried(space, method):
+    if method == "optmech":   # its LP has n^3 rows: a smaller space keeps the calibration's solves quick
+        space = build_space(gaussian(15, 2, seed=3), epsilon=4.0, eta=math.inf, seed=3)
     cal = match_tight(space, method, 1.5, {"r": 5} if method == "constopt" else {})
     assert cal.matched
     assert abs(cal.epsilon_tight - 1.5) <= 0.015
@@ -81,3 +85,24 @@ def test_cli_compare_refuses_a_bad_match_tight():
     res = CliRunner().invoke(main, ["compare", "--dataset", "gaussian:8:2", "--epsilon", "1", "--eta", "inf",
                                     "--methods", "expmech", "--match-tight", "-1"])
     assert res.exit_code == 2 and "match-tight" in res.output
+
+
+@given(st.integers(0, 10_000), st.floats(0.5, 6.0))
+@settings(max_examples=8, deadline=None)
+def test_order_factors_multiply_to_the_ratio_and_expmech_is_a_point_of_the_lp(seed, eps):
+    sp = build_space(gaussian(14, 2, seed=seed), epsilon=eps, eta=math.inf, seed=seed)
+
+    def at(method, e, **opts):
+        res = solve(sp.with_epsilon(e), method, **opts)
+        return Matched(res, e, compare_row(sp.with_epsilon(e), res).epsilon_tight, True, (), 0.0)
+
+    c = at("constopt", eps, r=3, lambdas=[0.001, 1.0])
+    e = at("expmech", 0.8 * eps)
+    f = order_factors(sp, c, e)
+    product = f["objective"] * f["calibration"] * f["equaliser"] * f["spread"]
+    assert product == pytest.approx(f["quantile_ratio"], rel=1e-9)
+    assert f["worst_ratio"] == pytest.approx(f["objective"] * f["calibration"], rel=1e-9)
+    # ExpMech at ConstOPT's epsilon is a feasible point of ConstOPT's LP, so the LP's optimum is
+    # no higher there (up to the solver's tolerance and the exact repair of its answer)
+    assert f["lp_objective"] <= f["expmech_lp_objective"] * (1 + 1e-6) + 1e-9
+    assert f["z_spread"] >= 1.0 and f["max_row_sum"] >= 1.0 - 1e-9

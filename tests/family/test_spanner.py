@@ -32,3 +32,15 @@ def test_greedy_spanner_stretch(seed, delta):
 def test_spanner_with_stretch_one_is_optmech():
     s = metric_space(9, seed=3)
     assert spanner_mechanism(s, delta=1.0).upper_bound == pytest.approx(solve(s, "optmech").upper_bound, rel=1e-6)
+
+
+@given(st.integers(4, 14), st.integers(1, 4), st.integers(0, 10_000), st.sampled_from([1.5, 2.0, 3.0, 5.0]))
+@settings(max_examples=15, deadline=None)
+def test_spanner_lp_size_is_its_edge_count(n, dim, seed, delta):
+    """The LP's size is decided by the spanner alone: one mDP row per edge, direction and output
+    (2 non-zeros each), plus the row sums and the loss rows (paper 002, Table 2)."""
+    s = metric_space(n, dim=dim, seed=seed)
+    st_ = solve(s, "spanner", delta=delta).stats
+    N, K, E = st_["n_records"], st_["n_outputs"], st_["spanner_edges"]
+    assert st_["nonzeros"] == 4 * K * E + 2 * N * K + N
+    assert N - 1 <= E <= N * (N - 1) // 2   # a connected spanner of every pair

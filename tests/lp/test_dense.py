@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certdp.lp.dense import solve_dense_lp
 from certdp.lp.highs import INF, solve_lp
@@ -132,3 +134,89 @@ def test_memory_order_of_the_columns_does_not_matter(mixed):
     assert a.iterations == b.iterations
     assert a.primal_objective == pytest.approx(b.primal_objective, rel=1e-12)
     np.testing.assert_allclose(a.y, b.y, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_the_normal_equations_built_block_by_block_are_the_whole_product(order):
+    """R diag(w)^2 R' from blocks of columns (here 3 at a time) is the whole product, in double
+    and in single precision, whatever R's memory order; products with R and R' are R's."""
+    from certdp.lp.dense import DenseColumns
+
+    rng = np.random.default_rng(1)
+    R = np.asarray(rng.uniform(0.0, 1.0, (7, 11)), order=order)
+    w = rng.uniform(0.1, 2.0, 11)
+    cols = DenseColumns(R)
+    cols.BLOCK = 3
+    want = (R * w ** 2) @ R.T
+    for single, tol in ((False, 1e-12), (True, 1e-5)):
+        M = cols.gram(w, single)
+        assert M.dtype == (np.float32 if single else np.float64)
+        assert np.allclose(np.triu(M), np.triu(want), rtol=tol, atol=tol)
+    v, y = rng.normal(size=11), rng.normal(size=7)
+    assert np.allclose(cols.mul(v), R @ v) and np.allclose(cols.tmul(y), R.T @ y)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 7), st.lists(st.integers(1, 40), min_size=1, max_size=6))
+def test_a_column_store_keeps_each_column_once_and_reads_it_in_place(seed, m, batches):
+    """Columns put into a store, taken and released in any order, read back as they were
+    given (through any subset of rows and columns), and the products of DenseColumns over the
+    store are those of the same matrix in one array; a freed slot is reused before the store
+    grows."""
+    from certdp.lp.dense import ColumnStore, DenseColumns
+
+    rng = np.random.default_rng(seed)
+    store = ColumnStore(m)
+    store.CHUNK = 16                                  # several chunks even on small cases
+    held: dict[int, np.ndarray] = {}
+    for k in batches:
+        R = rng.random((m, k))
+        slots = store.put(R)
+        assert len(set(slots.tolist())) == k and not set(slots.tolist()) & set(held)
+        store.take(slots)
+        held.update(zip(slots.tolist(), R.T))
+        gone = [s for s in held if rng.random() < 0.4]
+        store.release(np.array(gone, dtype=np.int64))
+        for s in gone:
+            del held[s]
+        assert store.capacity <= 16 * (-(-(sum(batches)) // 16))
+        assert int((store.refs > 0).sum()) == len(held)
+    if not held:
+        return
+    slots = np.array(sorted(held, key=lambda s: rng.random()), dtype=np.int64)
+    R = np.column_stack([held[s] for s in slots.tolist()])
+    rows = np.sort(rng.choice(m, size=max(1, m // 2), replace=False))
+    np.testing.assert_array_equal(store.gather(slots), R)
+    np.testing.assert_array_equal(store.gather(slots, rows), R[rows])
+    D = DenseColumns(store=store, slots=slots, rows=rows)
+    D.BLOCK = 3
+    v, y, w = rng.random(slots.size), rng.random(rows.size), rng.random(slots.size)
+    np.testing.assert_allclose(D.mul(v), R[rows] @ v)
+    np.testing.assert_allclose(D.tmul(y), R[rows].T @ y)
+    np.testing.assert_allclose(np.triu(D.gram(w, single=False)), np.triu(R[rows] @ np.diag(w**2) @ R[rows].T))
+    assert D.largest() == pytest.approx(float(np.abs(R[rows]).max()))
+
+
+def test_a_master_read_from_a_store_is_the_master_in_one_array():
+    """The dense LP over columns read in place from a store gives the same answer as over the
+    same columns in one array."""
+    from certdp.lp.dense import ColumnStore, DenseColumns
+
+    rng = np.random.default_rng(7)
+    m, n = 25, 70
+    R = rng.random((m, n)) ** 3
+    R[:, :m] += np.eye(m)
+    g = rng.random(n) + 0.1
+    store = ColumnStore(m)
+    store.CHUNK = 32
+    filler = store.put(rng.random((m, 20)))           # slots that the LP's columns do not use
+    store.take(filler)
+    slots = store.put(R)
+    store.take(slots)
+    costs = (rng.random(m) + 1.0, rng.random(m) + 0.5)
+    for slack in (None, costs):
+        a = solve_dense_lp(R, g, np.ones(m), slack)
+        b = solve_dense_lp(DenseColumns(store=store, slots=slots), g, np.ones(m), slack)
+        assert a.status == b.status == "optimal"
+        assert b.primal_objective == pytest.approx(a.primal_objective, rel=1e-9)
+        assert b.primal_objective == pytest.approx(_highs(R, g, np.ones(m), slack), rel=1e-6)

@@ -8,13 +8,16 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from certdp import solve
 from certdp.audit import verify
 from certdp.cli import main
 from certdp.datasets.city import grid_city, helsinki
 from certdp.experiments.lrgeo import world_space
-from certdp.lrgeo.measures import column_inference, measure_round, relaxed_lower_bound, violations
+from certdp.lrgeo.measures import (column_inference, measure_round, relaxed_lower_bound, violation_bounds,
+                                   violations)
 from certdp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from certdp.lrgeo.protocol import run_round
 from certdp.lrgeo.server import LRGeoServer
@@ -351,3 +354,43 @@ def test_relaxed_lower_bound_survives_ratios_beyond_floats_reach():
     assert 0.0 <= lb <= 1e-9          # every row may keep its own location: cost 0
     lb1, _ = relaxed_lower_bound(D, 4.0, 0.2, c, np.arange(3))
     assert lb1 > 0.05                 # a small epsilon keeps the pairs and forces spreading
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), side=st.integers(5, 7), eps_cell=st.floats(0.5, 4.0),
+       r_exp_cells=st.floats(0.0, 3.3), users=st.integers(2, 4))
+def test_violation_ratio_is_below_proposition_4_5s_bounds(seed, side, eps_cell, r_exp_cells, users):
+    """Eq. 29 (each pair of users) and Eq. 30 (all users) bound the measured GV ratio, with
+    the paper's denominators, on generated cities and parameters."""
+    w = grid_city(side, side, cell_km=0.25, seed=seed)
+    P = LRGeoParams.scaled(w.cell, eps_cell=eps_cell, r_exp_cells=r_exp_cells, table_cells=0.25)
+    rnd = run_round(w, P, users=users, seed=seed)
+    rows = [u.lr for u in rnd.users]
+    v = violations(w, rows, [m.matrix for m in rnd.mechanisms], P.epsilon, P.gamma)
+    eq30, eq29 = violation_bounds(w, rows, P.r_exp)
+    assert 0.0 <= v.ratio <= eq30 + 1e-12 <= 1.0 + 1e-12
+    measured = v.pair_ratios(w.K)
+    for a in range(users):
+        for b in range(a + 1, users):
+            assert 0.0 <= measured[a, b] <= eq29[a, b] + 1e-12
+
+
+@given(seed=st.integers(0, 10_000), r_exp=st.floats(0.0, 1.0))
+@settings(max_examples=25, deadline=None)
+def test_proposition_4_5_counts_match_the_sets(city, seed, r_exp):
+    """Eq. 29-30 from the column counts equal the same formulas with A_i counted as sets."""
+    rng = np.random.default_rng(seed)
+    rows = [rng.choice(city.K, size=int(rng.integers(2, 6)), replace=False) for _ in range(3)]
+    K, H = city.K, city.haversine
+    A = {int(i): set(np.flatnonzero(H[i] > r_exp).tolist()) for r in rows for i in r}
+    n = [len(r) for r in rows]
+    both = {(a, b): sum(len(A[int(i)] & A[int(j)]) for i in rows[a] for j in rows[b])
+            for a in range(3) for b in range(a + 1, 3)}
+    eq30, eq29 = violation_bounds(city, rows, r_exp)
+    for (a, b), s in both.items():
+        t = n[a] + n[b]
+        assert eq29[a, b] == pytest.approx(1 - (2 * s + (n[a] ** 2 + n[b] ** 2 - n[a] - n[b]) * K)
+                                           / (t * (t - 1) * K), abs=1e-12)
+    N = sum(n)
+    assert eq30 == pytest.approx(1 - (2 * sum(both.values()) + sum(x * x - x for x in n) * K) / (N * (N - 1) * K),
+                                 abs=1e-12)

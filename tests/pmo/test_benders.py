@@ -170,3 +170,22 @@ def test_the_time_limit_stops_the_solve_with_a_certified_result_or_a_limit_error
         return
     assert res.status == "time_limit" and res.mechanism.verification.passed
     assert 0 < res.iterations and all(h["elapsed"] < limit for h in res.history[:-1])
+
+
+def test_a_config_runs_the_design_it_names_and_bad_ones_are_refused():
+    """``config=BendersConfig(...)`` is the named variant's design when it holds the same values
+    (the same rounds and bounds), and a run of another design is labelled as such."""
+    from certdp import build_space, solve
+    from certdp.datasets import grid
+    from certdp.pmo.benders import VARIANTS, BendersConfig
+
+    sp = build_space(grid(4, 4, 1.0), epsilon=1.0, eta=1.5, n_outputs=5, cost="travel", seed=1)
+    named = solve(sp, "benders", variant="paper", subsets=3, gap=1e-3)
+    same = solve(sp, "benders", config=VARIANTS["paper"], subsets=3, gap=1e-3)
+    assert (named.iterations, named.upper_bound, named.lower_bound) == (same.iterations, same.upper_bound,
+                                                                       same.lower_bound)
+    assert same.stats["variant"] == "config" and same.mechanism.verification.passed
+    with pytest.raises(ValueError, match="in_out"):
+        BendersConfig(in_out=1.5)
+    with pytest.raises(TypeError, match="BendersConfig"):
+        solve(sp, "benders", config={"envelope": True})

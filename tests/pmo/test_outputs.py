@@ -8,8 +8,9 @@ import pytest
 from certdp import build_space, solve
 from certdp.datasets import gaussian, grid
 from certdp.graph import MDPGraph
-from certdp.pmo.outputs.pricing import Pricer, cone_rows
-from certdp.pmo.outputs.solve import solve_outputs
+from certdp.pmo.outputs.config import OutputsConfig
+from certdp.pmo.outputs.pricing import ThreadPricer, cone_rows
+from certdp.pmo.outputs.solve import PricingLoop, solve_outputs
 
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
 
@@ -74,23 +75,26 @@ def test_the_result_does_not_depend_on_the_pricing_threads(case):
     assert np.array_equal(one.mechanism.matrix, two.mechanism.matrix)
 
 
-def test_the_master_is_solved_to_a_tenth_of_the_gap(case):
-    from certdp.pmo.outputs.solve import EXACT_TOL, MASTER_TOL
+def _loop(space, config=None):
+    return PricingLoop(space, reduce=True, tolerance=1e-9, workers=1, executor="threads", scheduler=None,
+                       config=config or OutputsConfig())
 
+
+def test_the_master_is_solved_to_a_tenth_of_the_gap(case):
+    cfg = OutputsConfig()
+    EXACT_TOL, MASTER_TOL = cfg.exact_tolerance, cfg.master_tolerance
     space, _ = case
     hist = []
     res = solve_outputs(space, gap=1e-4, progress=lambda e: hist.append(e.record))
     assert res.status == "optimal"
     assert hist[0]["master_tolerance"] == MASTER_TOL           # no upper bound yet
     for before, h in zip(hist, hist[1:]):
-        assert EXACT_TOL <= h["master_tolerance"] <= max(EXACT_TOL, min(MASTER_TOL, 0.1 * before["gap"]))
+        assert EXACT_TOL <= h["master_tolerance"] <= max(EXACT_TOL, min(MASTER_TOL, cfg.gap_share * before["gap"]))
 
 
 def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):
-    from certdp.pmo.outputs.solve import _Decomposition
-
     space, _ = case
-    d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
+    d = _loop(space)
     # a wider box than the start's, so that some columns can enter and the interior-point
     # method has work to do (at the start's box every column of these cases is screened out)
     d.master.set_box(d.master.center, d.master.delta * 10)
@@ -105,30 +109,26 @@ def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):
 def test_the_boxed_master_value_is_a_relaxation_of_the_free_master(case):
     """The value that decides whether a free-master solve can close the gap is never above
     the free master's own objective (over the same columns)."""
-    from certdp.pmo.outputs.solve import _Decomposition
-
     space, _ = case
-    d = _Decomposition(space, reduce=True, tolerance=1e-9, workers=1)
+    d = _loop(space)
     lam = d.master.solve(tol=1e-8).duals
-    cols = d.price(lam, 0.0, smooth=False)[2]
+    cols = d.price(lam, smooth=False)[2]
     d.add(cols)
     center = d.master.center   # min_k c[i, k]: no column's reduced cost is negative there
     for f in (0.1, 1.0, 10.0):
         d.master.set_box(center, f * d.delta)
         boxed = d.master.solve(tol=1e-8)
-        free = d.free.solve(box=False)
+        free = d.upper.free.solve(box=False)
         assert boxed.value <= free.objective * (1 + 1e-6) + 1e-9
     d.pricer.close()
 
 
-def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case, monkeypatch):
-    from certdp.pmo.outputs import solve as outputs_solve
-
+def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case):
     space, optimum = case
-    monkeypatch.setattr(outputs_solve, "_second_pass", lambda *args: False)  # only when nothing prices out
-    one = solve_outputs(space, gap=1e-4)
-    monkeypatch.setattr(outputs_solve, "_second_pass", lambda *args: True)   # every round
-    two = solve_outputs(space, gap=1e-4)
+    # only when nothing prices out: no first pass is ever productive enough
+    one = solve_outputs(space, gap=1e-4, config=OutputsConfig(productive_share=np.inf))
+    # every productive round: any first pass is productive and a second pass always cheap
+    two = solve_outputs(space, gap=1e-4, config=OutputsConfig(productive_share=0.0, second_pass_work=0.0))
     assert two.status == "optimal" and two.mechanism.verification.passed
     assert two.lower_bound <= optimum * (1 + 1e-7) + 1e-12
     assert optimum * (1 - 1e-7) <= two.upper_bound <= optimum * (1 + 1e-4) + 1e-12
@@ -140,7 +140,13 @@ def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case, monkeyp
 
 def test_the_second_pass_follows_the_column_deficit_and_the_work_model():
     from certdp.pmo.outputs.master import ColumnMaster
-    from certdp.pmo.outputs.solve import MASTER_FLOPS_PER_PRICING_ITERATION, _second_pass
+    from certdp.pmo.outputs.solve import second_pass
+
+    cfg = OutputsConfig()
+    MASTER_FLOPS_PER_PRICING_ITERATION = cfg.second_pass_work
+
+    def _second_pass(*args):
+        return second_pass(*args, cfg)
 
     m = ColumnMaster(1000, tolerance=1e-9)
     m.add(np.ones((1000, 2000)), np.zeros(2000, dtype=np.int64), np.ones(2000))
@@ -161,7 +167,7 @@ def test_the_run_does_not_depend_on_the_clock(monkeypatch):
     the certified mechanism unchanged, so a run is the same on any machine and executor."""
     import time
 
-    from certdp.pmo.outputs import solve as outputs_solve
+    from certdp.pmo.outputs.incumbent import Incumbent
 
     space = build_space(grid(5, 6, 1.0), epsilon=1.0, eta=1.5, n_outputs=8, cost="travel", seed=3)
 
@@ -174,10 +180,10 @@ def test_the_run_does_not_depend_on_the_clock(monkeypatch):
     # the run has upper steps near the target (fewer than 5 rounds after the one before), at
     # least UPPER_EVERY rounds apart: the rule this test is about does fire
     near = [b - a for a, b in zip(steps, steps[1:]) if b - a < 5]
-    assert near and min(near) >= outputs_solve.UPPER_EVERY
+    assert near and min(near) >= OutputsConfig().upper_near
 
     real, late = time.perf_counter, [0.0]
-    upper_step = outputs_solve._Decomposition.upper_step
+    upper_step = Incumbent.step
 
     def slow_upper_step(self, *args):
         out = upper_step(self, *args)
@@ -185,7 +191,7 @@ def test_the_run_does_not_depend_on_the_clock(monkeypatch):
         return out
 
     monkeypatch.setattr(time, "perf_counter", lambda: real() + late[0])
-    monkeypatch.setattr(outputs_solve._Decomposition, "upper_step", slow_upper_step)
+    monkeypatch.setattr(Incumbent, "step", slow_upper_step)
     res, path2, steps2 = run()
     assert path2 == path and steps2 == steps
     assert late[0] == 1000.0 * len(steps)
@@ -210,16 +216,15 @@ def test_a_column_idle_once_is_kept_with_patience():
 
 
 def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
-    """A master over five components (two of at least BLOCK_ROWS rows, three singletons solved
+    """A master over five components (two of at least ``block_rows`` rows, three singletons solved
     together) is three dense LPs whose parts give the whole LP's optimum and optimal duals."""
     import certdp.pmo.outputs.master as po
     from certdp.lp.highs import INF, solve_lp
 
     rng = np.random.default_rng(3)
-    monkeypatch.setattr(po, "BLOCK_ROWS", 4)
     comp = np.r_[np.zeros(5), np.ones(4), np.arange(2, 5)].astype(np.int64)   # 5 + 4 rows, 3 singletons
     n = comp.size
-    m = po.ColumnMaster(n, 1e-9, comp)
+    m = po.ColumnMaster(n, 1e-9, comp, OutputsConfig(block_rows=4))
     for c in range(5):
         on = comp == c
         R = rng.uniform(0.1, 1.0, (n, 6)) * on[:, None]
@@ -250,7 +255,7 @@ def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
     assert sorted(calls[:3]) == sorted([(5, 6), (4, 6), (3, 18)])
     # a group whose columns were all pruned is covered by its slack, at the box's price
     keep = m.col_comp != 1
-    m.R, m.cost, m.owner, m.idle, m.col_comp = m.R[:, keep], m.cost[keep], m.owner[keep], m.idle[keep], m.col_comp[keep]
+    m.keep(keep)
     sol = m.solve(box=True, tol=1e-10)
     on = comp == 1
     assert np.allclose(sol.duals[on], (m.delta + m.center)[on]) and np.allclose(m.R[on] @ sol.weights, 0.0)
@@ -329,14 +334,14 @@ def test_bad_options(kw, match):
 def test_rebalanced_master_matrix_is_used_and_stays_exact(monkeypatch):
     # high-dimensional points with a dense mDP graph, like the word vectors: there the free
     # master's exact cover lags, and the row-rebalanced stabilised matrix gives the bound
-    import certdp.pmo.outputs.solve as po
-    monkeypatch.setattr(po, "FILL_AFTER", 10**9)   # the filled master would otherwise give the bound first
+    import certdp.pmo.outputs.incumbent as po
+    no_fill = OutputsConfig(fill_after=10**9)     # the filled master would otherwise give the bound first
     calls = []
     envelope = po.mdp_envelope
     monkeypatch.setattr(po, "mdp_envelope", lambda *a, **kw: calls.append(1) or envelope(*a, **kw))
     space = build_space(gaussian(60, 12, seed=5), epsilon=0.35, eta=6.0, n_outputs=12, cost="distance", seed=6)
     optimum = solve(space).upper_bound
-    res = solve_outputs(space, gap=1e-3)
+    res = solve_outputs(space, gap=1e-3, config=no_fill)
     assert len(calls) == res.stats["rebalanced_tried"]
     assert res.stats["rebalanced_tried"] >= 1
     assert res.stats["rebalanced_best"] >= 1
@@ -350,10 +355,9 @@ def _word_like_space():
     return build_space(gaussian(60, 12, seed=5), epsilon=0.35, eta=6.0, n_outputs=12, cost="distance", seed=6)
 
 
-def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_columns(monkeypatch, tmp_path):
+def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_columns(tmp_path):
     # points like word vectors: the priced columns do not combine into an exact cover, so the
     # free master keeps the all-ones columns, and the filled master gives the bound
-    import certdp.pmo.outputs.solve as po
     space = _word_like_space()
     optimum = solve(space).upper_bound
     res = solve_outputs(space, gap=1e-3)
@@ -367,26 +371,23 @@ def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_colu
     check_save_load(m, tmp_path)
     check_sampling(m)
     # without it the same rounds certify less: the fill beat every other candidate somewhere
-    monkeypatch.setattr(po, "FILL_AFTER", 10**9)
-    without = solve_outputs(space, gap=1e-3)
+    without = solve_outputs(space, gap=1e-3, config=OutputsConfig(fill_after=10**9))
     assert without.stats["filled_tried"] == 0
     ahead = [w["upper_bound"] / f["upper_bound"] - 1 for f, w in zip(res.history, without.history)]
     assert max(ahead) > 1e-3 and min(ahead) > -1e-9
 
 
-def test_a_filled_master_that_gives_up_is_not_tried_again(monkeypatch):
-    import certdp.pmo.outputs.solve as po
-    monkeypatch.setattr(po, "FILL_ITERATIONS", 1e-9)     # every solve stops at its first iteration
-    res = solve_outputs(_word_like_space(), gap=1e-3)
+def test_a_filled_master_that_gives_up_is_not_tried_again():
+    # every solve stops at its first iteration
+    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_iterations=1e-9))
     assert res.stats["filled_tried"] == 1 and res.stats["filled_given_up"] == 1
     assert res.stats["filled_best"] == 0
     assert res.status == "optimal" and res.mechanism.verification.passed
 
 
-def test_the_filled_master_waits_for_a_constant_mechanism_near_the_bound(monkeypatch):
-    import certdp.pmo.outputs.solve as po
-    monkeypatch.setattr(po, "FILL_NEAR", -1.0)           # no constant mechanism is ever near enough
-    res = solve_outputs(_word_like_space(), gap=1e-3)
+def test_the_filled_master_waits_for_a_constant_mechanism_near_the_bound():
+    # no constant mechanism costs no more than the lower bound here: none is near enough
+    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_near=0.0))
     assert res.stats["filled_tried"] == 0
 
 
@@ -401,7 +402,7 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
     and its matrix is a mechanism up to the solver's tolerance. The columns are a run's."""
     import scipy.sparse as sps
 
-    import certdp.pmo.outputs.solve as po
+    import certdp.pmo.outputs.incumbent as po
     from certdp.lp.highs import INF, solve_lp
     from certdp.pmo.outputs.master import FilledMaster
 
@@ -413,9 +414,9 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
             self.args, self.columns = args, []
             made.append(self)
 
-        def add(self, R, owner, g):
-            self.columns.append((R, owner, g))
-            super().add(R, owner, g)
+        def attach(self, slots, owner, g):
+            self.columns.append((self.store.gather(slots), np.asarray(owner), np.asarray(g)))
+            super().attach(slots, owner, g)
 
     monkeypatch.setattr(po, "FilledMaster", Recording)
     space = _word_like_space()
@@ -457,22 +458,20 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
 
 
 @pytest.mark.parametrize("start", ["every row", "no row"])
-def test_the_pricer_solves_its_lps_with_rigorous_bounds(case, start, monkeypatch):
+def test_the_pricer_solves_its_lps_with_rigorous_bounds(case, start):
     """The dual-form pricer returns, per output, a point of P and a bound that are both right:
     the point is feasible, its value equals the bound up to the solver's tolerance, and a fresh
     HiGHS solve of the primal LP agrees on the minimum; whether its working sets start with every
     cone row or grow from none."""
-    import certdp.pmo.outputs.pricing as pricing
     from certdp.lp.highs import INF, solve_lp
 
-    monkeypatch.setattr(pricing, "WORKING_SET_FROM", np.inf if start == "every row" else 0.0)
     space, _ = case
     N = space.n_records
     g = MDPGraph.from_space(space)
     A = cone_rows(N, g.edges, g.distance, space.epsilon)
     C = space.weighted_cost / space.weighted_cost.max()
     rng = np.random.default_rng(0)
-    dual = Pricer(A, C, 1e-9, 1)
+    dual = ThreadPricer(A, C, 1e-9, 1, OutputsConfig(working_set_from=np.inf if start == "every row" else 0.0))
     for scale in (0.5, 1.0, 2.0):                    # three rounds: the models are re-used
         lam = C.min(axis=1) + scale * rng.uniform(0, 0.5, N)
         bd, Zd, _ = dual.price(lam)
@@ -502,7 +501,7 @@ def test_the_repaired_elastic_master_gives_the_bound_and_reaches_the_optimum(cas
 
 
 def test_when_the_repair_gives_up_the_exact_free_master_stands_in(case, monkeypatch):
-    import certdp.pmo.outputs.solve as po
+    import certdp.pmo.outputs.incumbent as po
     calls = []
 
     def give_up(*args, **kwargs):
@@ -660,3 +659,19 @@ def test_new_columns_split_each_point_by_component_and_keep_those_that_price_out
     assert np.allclose(got, np.column_stack(want))
     # every piece lives on one component
     assert all(np.unique(comp[got[:, s] > 0]).size == 1 for s in range(got.shape[1]))
+
+
+def test_a_config_is_passed_through_solve_and_checked():
+    """``solve(space, 'outputs', config=OutputsConfig(...))`` runs that tuning; values it cannot
+    use are refused when the config is made, and anything but a config by ``solve``."""
+    space = build_space(grid(5, 6, 1.0), epsilon=1.0, eta=1.5, n_outputs=8, cost="travel", seed=3)
+    a = solve(space, "outputs", gap=1e-3, config=OutputsConfig(upper_every=1))
+    assert a.stats["config"]["upper_every"] == 1 and a.mechanism.verification.passed
+    steps = [h["iteration"] for h in a.history if h["free_master_seconds"] > 0]
+    assert steps == list(range(1, len(a.history) + 1))          # an upper step every round
+    for bad, err in (({"box": -0.1}, ValueError), ({"upper_every": 1.5}, TypeError),
+                     ({"exact_tolerance": 0.5}, ValueError), ({"columns": float("nan")}, ValueError)):
+        with pytest.raises(err):
+            OutputsConfig(**bad)
+    with pytest.raises(TypeError, match="OutputsConfig"):
+        solve(space, "outputs", config={"box": 0.07})

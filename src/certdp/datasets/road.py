@@ -135,13 +135,18 @@ class RoadTravel:
 
 
 def road_network(nodes_csv: str | Path, edges_csv: str | Path, n: int | None = None,
-                 seed: RNGLike = None, network: RoadNetwork | None = None) -> Dataset:
+                 seed: RNGLike = None, network: RoadNetwork | None = None,
+                 within: np.ndarray | None = None) -> Dataset:
     """Records = a seeded sample of ``n`` nodes (all nodes when ``n`` is None) of the largest
-    connected component, one per distinct coordinate. Privacy metric: Haversine (km)."""
+    connected component, one per distinct coordinate. Privacy metric: Haversine (km).
+    ``within`` (node indices) restricts the records and the travel destinations to an area of
+    the network; travel still runs on the whole network."""
     net = network if network is not None else load_road_network(nodes_csv, edges_csv)
     _, comp = connected_components(net.graph, directed=False)
     big = np.argmax(np.bincount(comp))
     cand = np.flatnonzero(comp == big)
+    if within is not None:
+        cand = np.intersect1d(cand, np.asarray(within, dtype=np.int64))
     # one node per distinct coordinate: records must be distinct points of the metric
     _, first = np.unique(net.latlon[cand], axis=0, return_index=True)
     cand = np.sort(cand[first])

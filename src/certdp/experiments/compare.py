@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..family.exponential import exponential_matrix, output_distances
 from ..measures import epsilon_tight, expected_loss, packing_lower_bound, quantile_loss, uniform_loss, worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..space import Space
@@ -148,3 +149,54 @@ def match_tight(space: Space, method: str, target: float, options: dict[str, Any
             hi = (eps, tight)
     eps, tight, res = min(trials, key=lambda t: abs(t[1] - target))
     return Matched(res, eps, tight, done(tight), tuple((e, t) for e, t, _ in trials), time.perf_counter() - t0)
+
+
+def order_factors(space: Space, constopt: Matched, expmech: Matched, q: float = 0.95) -> dict[str, float]:
+    """Why ConstOPTMech and ExpMech, calibrated to the same epsilon_tight, come in the order they
+    do: the ratio of their L_q split into four measured factors whose product it is exactly,
+
+        L_q(C) / L_q(E) = objective x calibration x equaliser x spread
+
+    * ``objective`` = W(C) / W(E'), with W the worst-case loss and E' ExpMech at ConstOPT's own
+      epsilon. E' is a point of ConstOPT's LP (all weights Y equal, scaled so that every row sums
+      to at least 1; normalising its rows gives E' back), so above 1 means the LP preferred a
+      matrix whose worst case is higher: its objective is the loss *before* normalisation plus
+      the penalty, not the loss of the mechanism it returns. ``lp_objective`` and
+      ``expmech_lp_objective`` give both points' values in the LP's own terms (at the lambda chosen).
+    * ``calibration`` = W(E') / W(E): ExpMech at ConstOPT's epsilon against ExpMech at its own.
+      Below 1 when ConstOPT is given more nominal epsilon than ExpMech for the same
+      epsilon_tight (its guarantee is looser than its measured privacy), above 1 when less.
+    * ``equaliser`` = L_q(C) / W(C) and ``spread`` = W(E) / L_q(E): how far below its worst case
+      each mechanism's q-quantile lies. A minimax LP leaves no record below the worst case when it
+      can trade every record's loss against the others' (ConstOPT's is then exactly 1).
+
+    The data enters through ``z_spread``, max / min over records of ExpMech's normaliser
+    ``sum_w exp(-epsilon d(u, w) / 2)`` at ConstOPT's epsilon (how unequal the density around
+    records is at the privacy scale: the "black hole" of paper 002 section 3.1 is a large value),
+    and ``nn_spread``, the 95th percentile over the median of the distance to the nearest other
+    record.
+    """
+    C = space.cost
+    mc, me = constopt.result.mechanism, expmech.result.mechanism
+    if not (isinstance(mc, Mechanism) and isinstance(me, Mechanism)):
+        raise TypeError("the order's factors compare two mechanisms with exact matrices")
+    HC, HE = mc.matrix, me.matrix
+    wc, lc = worst_case_loss(HC, C), quantile_loss(HC, C, q)
+    we, le = worst_case_loss(HE, C), quantile_loss(HE, C, q)
+    D = output_distances(space)
+    E2 = exponential_matrix(D, constopt.epsilon)
+    we2 = worst_case_loss(E2, C)
+    a = np.exp(-0.5 * constopt.epsilon * D)
+    Z = a.sum(axis=1)
+    lam = float(constopt.result.stats["lambda"])
+    chosen = [s for s in constopt.result.stats["sweep"] if s["lambda"] == lam][0]
+    M = a / Z.min()
+    exp_lp = float(np.max((C * M).sum(axis=1) + lam * (M.sum(axis=1) - 1.0)))
+    Dr = space.distance_rows()
+    nn = np.min(np.where(np.eye(len(Dr), dtype=bool), np.inf, Dr), axis=1)
+    return {"quantile_ratio": lc / le, "worst_ratio": wc / we, "objective": wc / we2, "calibration": we2 / we,
+            "equaliser": lc / wc, "spread": we / le, "constopt_quantile": lc, "constopt_worst": wc,
+            "expmech_quantile": le, "expmech_worst": we, "expmech_at_constopt_epsilon_worst": we2,
+            "lambda": lam, "lp_objective": float(chosen["lp_objective"]), "expmech_lp_objective": exp_lp,
+            "max_row_sum": float(chosen["max_row_sum"]), "z_spread": float(Z.max() / Z.min()),
+            "nn_spread": float(np.quantile(nn, 0.95) / np.median(nn))}

@@ -21,6 +21,10 @@ road-N                 Helsinki walking network (shared data): N sampled nodes, 
 text-N                 N of the 2,000 most frequent lowercase words of word2vec (shared
                        data); Euclidean distance; eta = 1.2; cost = distance
 gauss-N                standard Gaussian in 3-d; eta = 0.65; cost = distance
+NETWORK-N-bB           the growing-density family of issue 49 (:func:`growing`): N road
+                       nodes of NETWORK (helsinki, goldcoast, sydney, city, or a held-out
+                       network under ``$CERTDP_HELDOUT/roads``) in box B, about (N - 1) / 48
+                       neighbours a record, eta 2 km where the network allows it
 =====================  ===================================================================
 
 Paper 002 kinds (:func:`uai`): outputs = records (K = N), loss = distance, every pair protected
@@ -34,6 +38,7 @@ raises :class:`FileNotFoundError`.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -82,9 +87,13 @@ def _calibrated(ds, *, eta: float, cost: str, k: int | None, eps: float | None =
 
 
 def load(name: str) -> Space:
-    """The paper-000 instance ``name`` (see the module docstring)."""
+    """The paper-000 instance ``name`` (see the module docstring); ``NETWORK-N-bB`` is box B of
+    the growing-density family (:func:`growing`)."""
     kind, n, *rest = name.split("-")
     N = int(n)
+    if kind in NETWORKS or kind in heldout_networks():
+        box = int(rest[0][1:]) if rest and rest[0].startswith("b") else 0
+        return growing(kind, N, box)
     k = N if "KN" in rest else 100
     if kind not in PAPER_SETTINGS:
         raise KeyError(f"unknown instance {name!r}")
@@ -156,7 +165,7 @@ def scaling(kind: str, n: int, mode: str) -> Space:
     raise KeyError(f"unknown scaling kind {kind!r}; expected grid, gauss, road, text or city")
 
 
-def street_city():
+def street_city(seed: int = SEED):
     """The ``city`` scaling kind's road network: a generated street grid of 23.5 x 23.5 km with
     streets every 0.25 km, 15% of block edges removed and detours up to 30%
     (:func:`certdp.datasets.city.grid_city`; 9,025 nodes). At eta = 2 km its records have
@@ -164,23 +173,169 @@ def street_city():
     network that the Helsinki extract (1.0 x 1.7 km) cannot give."""
     from ..datasets.city import grid_city
 
-    return grid_city(47, 47, cell_km=0.5, streets_per_cell=2, seed=SEED, name="city")
+    return grid_city(47, 47, cell_km=0.5, streets_per_cell=2, seed=seed, name="city")
 
 
-def uai(kind: str, n: int, epsilon: float) -> Space:
-    """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``."""
+# ----------------------------------------------------------------- real networks, growing density
+GROWING_ETA = 2.0
+"""eta (km) of the growing-density family, as in the generated city's ``eta`` mode."""
+
+NEIGHBOUR_SHARE = 1.0 / 48.0
+"""The share of record pairs within eta in the growing-density family: the generated city's at
+eta = 2 km (``results/scale_city.md``: 10.5 / 20.6 / 41.7 neighbours at 500 / 1,000 / 2,000
+records, 0.0206-0.0210 of the other records), so a record has about (N - 1) / 48 neighbours:
+11 / 21 / 42 / 104 at 500 / 1,000 / 2,000 / 5,000."""
+
+NETWORKS = ("helsinki", "goldcoast", "sydney", "city")
+"""The road networks of the growing-density family: the Helsinki walking extract, the Gold
+Coast and Sydney car networks (shared data), and the generated city (:func:`street_city`)."""
+
+
+def heldout_dir() -> Path | None:
+    """``$CERTDP_HELDOUT/roads``: real networks kept out of tuning, used only to confirm; None
+    when unset or absent."""
+    env = os.environ.get("CERTDP_HELDOUT")
+    d = Path(env) / "roads" if env else None
+    return d if d is not None and d.is_dir() else None
+
+
+def heldout_networks() -> list[str]:
+    """The names of the held-out networks (``<name>_nodes.csv`` with its ``<name>_edges.csv``)."""
+    d = heldout_dir()
+    if d is None:
+        return []
+    return sorted(p.name[:-len("_nodes.csv")] for p in d.glob("*_nodes.csv")
+                  if (d / (p.name[:-len("_nodes.csv")] + "_edges.csv")).is_file())
+
+
+def network_files(name: str) -> tuple[Path, Path]:
+    """The node and edge files of a real road network of the growing-density family or of the
+    held-out folder; FileNotFoundError when absent."""
+    if name == "helsinki":
+        nodes, edges = helsinki_files()
+    elif name in ("goldcoast", "sydney"):
+        nodes, edges = data_dir() / "roads" / f"{name}_nodes.csv", data_dir() / "roads" / f"{name}_edges.csv"
+    else:
+        d = heldout_dir()
+        if d is None:
+            raise FileNotFoundError(f"network {name!r}: not a shared network and $CERTDP_HELDOUT/roads is absent")
+        nodes, edges = d / f"{name}_nodes.csv", d / f"{name}_edges.csv"
+    return _need(nodes), _need(edges)
+
+
+@functools.lru_cache(maxsize=4)
+def _network(name: str, box: int):
+    """The road network of ``name`` (the generated city's box b is the city of seed SEED + b),
+    its candidate record nodes (largest component, one per distinct coordinate) and their
+    planar coordinates in km."""
+    from scipy.sparse.csgraph import connected_components
+
+    from ..datasets import load_road_network
+    from ..datasets.city import project_km
+
+    net = street_city(SEED + box).road if name == "city" else load_road_network(*network_files(name))
+    _, comp = connected_components(net.graph, directed=False)
+    cand = np.flatnonzero(comp == np.argmax(np.bincount(comp)))
+    _, first = np.unique(net.latlon[cand], axis=0, return_index=True)
+    cand = np.sort(cand[first])
+    return net, cand, project_km(net.latlon[cand], float(net.latlon[cand, 0].mean()))
+
+
+def _pair_share(xy: np.ndarray, radius: float) -> float:
+    """The share of pairs of the points ``xy`` within ``radius`` of each other."""
+    from scipy.spatial import cKDTree
+
+    n = len(xy)
+    if n < 2:
+        return 0.0
+    tree = cKDTree(xy)
+    return float(tree.count_neighbors(tree, radius) - n) / (n * (n - 1))
+
+
+def box_centres(xy: np.ndarray, count: int) -> list[int]:
+    """Up to ``count`` box centres: the nodes with the most nodes within 2.5 eta, in that
+    order, each at least 10 eta from the centres before it (distinct parts of a city)."""
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(xy)
+    density = tree.query_ball_point(xy, 2.5 * GROWING_ETA, return_length=True)
+    centres: list[int] = []
+    for i in np.argsort(-density, kind="stable"):
+        if all(np.hypot(*(xy[i] - xy[j])) >= 10 * GROWING_ETA for j in centres):
+            centres.append(int(i))
+            if len(centres) == count:
+                break
+    return centres
+
+
+def growing_box(xy: np.ndarray, n: int, centre: int) -> tuple[np.ndarray, float]:
+    """The records' area and eta of the growing-density family (module :data:`NEIGHBOUR_SHARE`):
+    the square around node ``centre`` whose side is the larger of the side at which a share
+    :data:`NEIGHBOUR_SHARE` of its node pairs lie within :data:`GROWING_ETA` and the side at
+    which it holds ``n`` nodes; eta is :data:`GROWING_ETA`, or, where even the whole network
+    has more pairs than that share within it (Helsinki's 1.0 x 1.7 km, the Gold Coast
+    network), the distance within which that share lies on the whole network. epsilon x the
+    median neighbour distance is 1 either way, so the LP does not depend on the unit of
+    distance, only on who neighbours whom. Returns the indices of ``xy`` in the box and eta."""
+    if n > len(xy):
+        raise ValueError(f"the network has {len(xy)} candidate nodes, fewer than n={n}")
+    off = np.max(np.abs(xy - xy[centre]), axis=1)      # half the side of the smallest box holding each node
+    order = np.sort(off)
+    extent = float(order[-1])
+
+    def share(half: float) -> float:
+        return _pair_share(xy[off <= half], GROWING_ETA)
+
+    half_n = float(order[n - 1])
+    if share(extent) > NEIGHBOUR_SHARE:                 # the whole network is denser than the share
+        inside = np.arange(len(xy))
+        lo, hi = 0.0, GROWING_ETA
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if _pair_share(xy, mid) < NEIGHBOUR_SHARE else (lo, mid)
+        return inside, hi
+    lo, hi = 0.0, extent
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if share(mid) <= NEIGHBOUR_SHARE else (mid, hi)
+    return np.flatnonzero(off <= max(hi, half_n)), GROWING_ETA
+
+
+def growing(network: str, n: int, box: int = 0, k: int = 100) -> Space:
+    """An instance of the growing-density family (issue 49): ``n`` road nodes of ``network``
+    (one of :data:`NETWORKS` or a held-out network, :func:`heldout_networks`) drawn from box
+    number ``box`` (:func:`growing_box` around the ``box``-th of :func:`box_centres`; where the
+    network has fewer centres, or every box is the whole network, the boxes differ by their
+    sample), eta and the box as :func:`growing_box` says, epsilon x the median neighbour
+    distance = 1, ``k`` outputs, travel cost. The generated city's boxes are cities of
+    different seeds. A record has about (n - 1) / 48 neighbours where the network is large
+    enough."""
+    net, cand, xy = _network(network, box if network == "city" else 0)
+    centres = box_centres(xy, box + 1)
+    inside, eta = growing_box(xy, n, centres[box % len(centres)])
+    ds = road_network(f"{network}-b{box}", "", n, seed=SEED + box, network=net, within=cand[inside])
+    return _calibrated(ds, eta=eta, cost="travel", k=k)
+
+
+def uai(kind: str, n: int, epsilon: float, *, seed: int = SEED, source: str | Path | None = None) -> Space:
+    """A paper-002 instance: ``kind`` 'text' or 'loc', N records, at ``epsilon``; ``seed`` draws
+    the subset. ``source`` replaces the shared data: for 'text' an embedding file (``.npy`` with
+    its word list, or word2vec ``.bin``), for 'loc' a CSV with ``lat`` and ``lon`` columns (points
+    of interest, or the nodes of a road network)."""
     if kind == "text":
-        return build_space(clustered_embeddings(_need(words_file()), n, seed=SEED), epsilon=epsilon, eta=math.inf)
+        path = words_file() if source is None else Path(source)
+        return build_space(clustered_embeddings(_need(path), n, seed=seed), epsilon=epsilon, eta=math.inf)
     if kind == "loc":
         import pandas as pd
 
-        df = pd.read_csv(_need(data_dir() / "helsinki" / "helsinki_pois.csv")).drop_duplicates(subset=["lat", "lon"])
-        pick = np.sort(np.random.default_rng(SEED).choice(len(df), size=n, replace=False))
+        path = data_dir() / "helsinki" / "helsinki_pois.csv" if source is None else Path(source)
+        df = pd.read_csv(_need(path)).drop_duplicates(subset=["lat", "lon"])
+        pick = np.sort(np.random.default_rng(seed).choice(len(df), size=n, replace=False))
         lat, lon = df["lat"].to_numpy()[pick], df["lon"].to_numpy()[pick]
         lat0 = math.radians(float(lat.mean()))
         km = EARTH_RADIUS_KM * math.pi / 180.0
         xy = np.column_stack([(lon - lon.mean()) * km * math.cos(lat0), (lat - lat.mean()) * km])
-        return build_space(planar(xy), epsilon=epsilon, eta=math.inf)
+        return build_space(planar(xy, name=f"loc:{path.name}:{n}:seed{seed}", unit="km"), epsilon=epsilon, eta=math.inf)
     raise ValueError(f"unknown instance kind {kind!r}; expected 'text' or 'loc'")
 
 

@@ -405,7 +405,7 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
         if prev is not None and prev[1] - 1.0 <= 1e-9:
             sweep.append({"lambda": lam, "worst_case_loss": sweep[-1]["worst_case_loss"],
                           "quantile_loss": sweep[-1]["quantile_loss"], "lp_objective": sweep[-1]["lp_objective"],
-                          "iterations": 0,
+                          "max_row_sum": sweep[-1]["max_row_sum"], "iterations": 0,
                           "reused": f"rows of the lambda={prev[0]} optimum sum to 1"})
             report(progress, "lambda", f"lambda={lam}: the lambda={prev[0]} optimum has stochastic rows, "
                    "so it is optimal here too")
@@ -430,7 +430,8 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
         quant = quantile_loss(H, space.cost, q)
         loss = worst if select == "worst" else quant
         sweep.append({"lambda": lam, "worst_case_loss": worst, "quantile_loss": quant,
-                      "lp_objective": float(sol.objective), "iterations": sol.iterations, "warm_start": bool(warm),
+                      "lp_objective": float(sol.objective), "max_row_sum": float(rowsum.max()),
+                      "iterations": sol.iterations, "warm_start": bool(warm),
                       "kind3_rows_used": len(run.active)})
         report(progress, "lambda", f"lambda={lam}: worst-case loss {worst:.6g}, L_{q:g} {quant:.6g} "
                f"({len(run.active)} free-free rows were needed)")

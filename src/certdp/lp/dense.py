@@ -18,6 +18,7 @@ not a vertex. Callers that need exact feasibility must repair it (the PMO caller
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,159 @@ class DenseLPResult:
 _THREADED_FLOPS = 1e9    # rank-k product size above which BLAS runs on every core
 
 
+class ColumnStore:
+    """Dense columns of length m kept once for every LP that uses them, with a count of users.
+
+    The columns live in chunks of :data:`CHUNK` columns (Fortran-ordered m x CHUNK arrays), so
+    that adding columns never copies the ones already there, and a slot whose count falls to 0
+    is reused by the next column put in. Several LPs over overlapping sets of columns (a
+    column-generation master and its restricted variants) then hold one copy of each column
+    and a list of slots (:class:`DenseColumns` reads them in place), instead of one m x n
+    array each, which every added or deleted column would copy."""
+
+    CHUNK = 1024
+
+    def __init__(self, m: int) -> None:
+        self.m = int(m)
+        self.chunks: list[np.ndarray] = []
+        self.refs = np.zeros(0, dtype=np.int64)
+
+    @property
+    def capacity(self) -> int:
+        """Slots allocated (used or free)."""
+        return int(self.refs.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the chunks."""
+        return sum(c.nbytes for c in self.chunks)
+
+    def put(self, R: np.ndarray) -> np.ndarray:
+        """Store the columns of ``R`` (m x k) in free slots and return the slots (each with a
+        count of 0 until a user :meth:`take` s it)."""
+        R = np.asarray(R, dtype=np.float64)
+        if R.ndim != 2 or R.shape[0] != self.m:
+            raise ValueError(f"columns must have {self.m} rows, got shape {R.shape}")
+        k = R.shape[1]
+        free = np.flatnonzero(self.refs == 0)
+        while free.size < k:
+            self.chunks.append(np.zeros((self.m, self.CHUNK), order="F"))
+            self.refs = np.concatenate([self.refs, np.zeros(self.CHUNK, dtype=np.int64)])
+            free = np.flatnonzero(self.refs == 0)
+        slots = free[:k]
+        self.refs[slots] = -1        # reserved until taken: a second put must not hand them out
+        for c, at, cols in self._by_chunk(slots):
+            self.chunks[c][:, at] = R[:, cols]
+        return slots
+
+    def take(self, slots: np.ndarray) -> None:
+        """Count one more user of each column at ``slots``."""
+        slots = np.asarray(slots, dtype=np.int64)
+        np.maximum.at(self.refs, slots, 0)
+        np.add.at(self.refs, slots, 1)
+
+    def release(self, slots: np.ndarray) -> None:
+        """Count one user less of each column at ``slots``; a column no one uses frees its slot."""
+        slots = np.asarray(slots, dtype=np.int64)
+        np.add.at(self.refs, slots, -1)
+        if np.any(self.refs[slots] < 0):
+            raise ValueError("a column released more often than taken")
+
+    def _by_chunk(self, slots: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """``(chunk, columns in the chunk, positions in slots)`` for each chunk the slots touch."""
+        chunk = slots // self.CHUNK
+        for c in np.unique(chunk):
+            pos = np.flatnonzero(chunk == c)
+            yield int(c), slots[pos] - c * self.CHUNK, pos
+
+    def gather(self, slots: np.ndarray, rows: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """The columns at ``slots`` (the ``rows`` of them, or all) as one Fortran-ordered array."""
+        slots = np.asarray(slots, dtype=np.int64)
+        m = self.m if rows is None else len(rows)
+        out = np.empty((m, slots.size), order="F") if out is None else out
+        for c, at, pos in self._by_chunk(slots):
+            block = self.chunks[c]
+            out[:, pos] = block[:, at] if rows is None else block[np.ix_(rows, at)]
+        return out
+
+
+class DenseColumns:
+    """The m x n matrix ``R`` of an LP, read where it is: either one array (products by BLAS on
+    ``R`` itself, or on its transpose when it is C-ordered; scipy would copy anything else on
+    every call), or the columns at ``slots`` of a :class:`ColumnStore`, restricted to ``rows``
+    (read :data:`BLOCK` columns at a time). The normal equations are built from blocks of
+    :data:`BLOCK` columns, so that a solve holds no second m x n array (a scaled copy, a
+    single-precision one, or the gathered columns)."""
+
+    BLOCK = 2048
+    """Columns scaled and multiplied per rank-k update of the normal equations (an m x BLOCK
+    temporary); a matrix of at most this many columns is done in one product."""
+
+    def __init__(self, R: np.ndarray | None = None, *, store: ColumnStore | None = None,
+                 slots: np.ndarray | None = None, rows: np.ndarray | None = None) -> None:
+        self.store = store
+        if store is None:
+            self.R = np.asarray(R, dtype=np.float64)
+            self.shape = self.R.shape
+            # BLAS wants Fortran order: use R itself when it is Fortran-ordered, else its transpose
+            self.G, self.t = (self.R, 0) if self.R.flags.f_contiguous else (np.ascontiguousarray(self.R).T, 1)
+        else:
+            self.slots = np.asarray(slots, dtype=np.int64)
+            self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
+            self.shape = (store.m if rows is None else len(rows), self.slots.size)
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(start, block)`` over the columns, ``block`` an m x BLOCK (at most) array."""
+        n = self.shape[1]
+        for start in range(0, n, self.BLOCK):
+            if self.store is None:
+                yield start, self.R[:, start:start + self.BLOCK]
+            else:
+                yield start, self.store.gather(self.slots[start:start + self.BLOCK], self.rows)
+
+    def mul(self, v: np.ndarray) -> np.ndarray:
+        """R v."""
+        if self.store is None:
+            return sl.blas.dgemv(1.0, self.G, v, trans=self.t)
+        out = np.zeros(self.shape[0])
+        for start, B in self.blocks():
+            out += B @ v[start:start + B.shape[1]]
+        return out
+
+    def tmul(self, y: np.ndarray) -> np.ndarray:
+        """R' y."""
+        if self.store is None:
+            return sl.blas.dgemv(1.0, self.G, y, trans=1 - self.t)
+        out = np.empty(self.shape[1])
+        for start, B in self.blocks():
+            out[start:start + B.shape[1]] = B.T @ y
+        return out
+
+    def finite(self) -> bool:
+        """Whether every entry is finite."""
+        return all(bool(np.isfinite(B).all()) for _, B in self.blocks())
+
+    def largest(self) -> float:
+        """The largest absolute entry (max and min rather than abs: no m x n temporary)."""
+        return max((max(float(B.max()), -float(B.min())) for _, B in self.blocks() if B.size), default=0.0)
+
+    def gram(self, w: np.ndarray, single: bool) -> np.ndarray:
+        """The upper triangle of ``R diag(w)^2 R'`` (float32 when ``single``), one BLAS syrk per
+        block of columns."""
+        m, n = self.shape
+        dtype = np.float32 if single else np.float64
+        syrk = sl.blas.ssyrk if single else sl.blas.dsyrk
+        M: np.ndarray | None = None
+        for start, B in self.blocks():
+            S = B.astype(dtype, copy=self.store is None or single)   # keeps B's order
+            np.multiply(S, w[start:start + B.shape[1]].astype(dtype)[None, :], out=S)
+            more = {} if M is None else {"beta": 1.0, "c": M, "overwrite_c": True}
+            # S S' from S or from its transpose, whichever is Fortran-ordered
+            M = syrk(1.0, S, trans=0, lower=0, **more) if S.flags.f_contiguous else \
+                syrk(1.0, S.T, trans=1, lower=0, **more)
+        return np.zeros((m, m), dtype=dtype, order="F") if M is None else M
+
+
 class _NormalEquations:
     """The normal equations ``M = A diag(d) A'`` of one interior-point iteration (A = R, or
     [R, I, -I] with the slack pair): factored once, solved twice (predictor and corrector).
@@ -69,18 +223,15 @@ class _NormalEquations:
     SOLVE_TOL = 1e-10
     MAX_CG = 12
 
-    def __init__(self, R: np.ndarray, box: bool, A_mul, At_mul, mixed: bool) -> None:
+    def __init__(self, R: DenseColumns, box: bool, A_mul, At_mul, mixed: bool) -> None:
         self.R, self.box, self.A_mul, self.At_mul = R, box, A_mul, At_mul
         self.m, self.n = R.shape
-        # single precision holds R's entries (and their squares' sums) only if they are
-        # moderate (max and min rather than abs: no m x n temporary)
-        self.mixed = mixed and R.size > 0 and max(float(R.max()), -float(R.min())) <= 1e15
-        self.R32 = R.astype(np.float32) if self.mixed else None
+        # single precision holds R's entries (and their squares' sums) only if they are moderate
+        self.mixed = mixed and self.n > 0 and self.m > 0 and R.largest() <= 1e15
         self.single_factors = 0
         self.d = np.ones(0)
         self.F: tuple = ()
         self.single = False
-        self.scaled: np.ndarray | None = None
         self.sigma = 1.0
 
     def factor(self, d: np.ndarray) -> None:
@@ -95,7 +246,6 @@ class _NormalEquations:
         self.F, self.single = self._cholesky(d, single=False), False
 
     def _cholesky(self, d: np.ndarray, single: bool) -> tuple:
-        # the upper triangle of R diag(d) R' by one BLAS syrk (half the flops of a product)
         m, n = self.m, self.n
         w = np.sqrt(d[:n])
         diag = d[n:n + m] + d[n + m:] if self.box else np.zeros(m)
@@ -103,31 +253,24 @@ class _NormalEquations:
             # in single precision M / sigma: x / s spans hundreds of orders of magnitude, and
             # squared weights above ~1e38 overflow; weights below 1e-10 of the largest add
             # less than single precision resolves (and their squares would be subnormal)
-            self.sigma = max(float(w.max()) ** 2, float(diag.max(initial=0.0)), 1e-300)
+            self.sigma = max(float(w.max(initial=0.0)) ** 2, float(diag.max(initial=0.0)), 1e-300)
             w = w / math.sqrt(self.sigma)
-            w[w < 1e-10 * float(w.max())] = 0.0
+            w[w < 1e-10 * float(w.max(initial=0.0))] = 0.0
             diag = diag / self.sigma
         else:
             # near the end x/s spans 1e300: columns with a weight below 1e-30 of the largest
             # add nothing and are left out (a guard against subnormal products)
-            w[w < 1e-30 * float(w.max())] = 0.0
-        R = self.R32 if single and self.R32 is not None else self.R
-        S = self.scaled
-        if S is None or S.dtype != R.dtype:
-            S = self.scaled = np.empty_like(R)   # reused: a fresh m x n array each time costs page faults
-        np.multiply(R, w.astype(R.dtype)[None, :], out=S)
-        syrk = sl.blas.ssyrk if single else sl.blas.dsyrk
-        # M = S S' with S = R diag(w), from S or from its transpose, whichever is Fortran-ordered
-        M = syrk(1.0, S, trans=0, lower=0) if S.flags.f_contiguous else syrk(1.0, S.T, trans=1, lower=0)
-        M[np.diag_indices(m)] += diag.astype(M.dtype)
-        scale = max(1.0, float(np.trace(M)) / m)
+            w[w < 1e-30 * float(w.max(initial=0.0))] = 0.0
         # R may be (numerically) rank-deficient: regularise more; in single precision the
-        # factor is only a preconditioner, and rounding is already ~1e-7 of the diagonal
+        # factor is only a preconditioner, and rounding is already ~1e-7 of the diagonal. The
+        # product is formed again for a stronger regularisation (rare) rather than kept twice.
         for reg in ((1e-6, 1e-4) if single else (1e-13, 1e-10, 1e-7)):
+            M = self.R.gram(w, single)
+            M[np.diag_indices(m)] += diag.astype(M.dtype)
+            scale = max(1.0, float(np.trace(M)) / m)
+            M[np.diag_indices(m)] += reg * scale
             try:
-                Mr = M.copy(order="F")   # (a C-ordered copy would be transposed twice)
-                Mr[np.diag_indices(m)] += reg * scale
-                return sl.cho_factor(Mr, lower=False, overwrite_a=True, check_finite=False)
+                return sl.cho_factor(M, lower=False, overwrite_a=True, check_finite=False)
             except np.linalg.LinAlgError:
                 continue
         raise np.linalg.LinAlgError("normal equations not positive definite even with regularisation")
@@ -174,11 +317,12 @@ class _NormalEquations:
         return sl.cho_solve(self.F, r, check_finite=False)
 
 
-def solve_dense_lp(R: np.ndarray, g: np.ndarray, rhs: np.ndarray,
+def solve_dense_lp(R: np.ndarray | DenseColumns, g: np.ndarray, rhs: np.ndarray,
                    slack_costs: tuple[np.ndarray, np.ndarray] | None = None, *,
                    tol: float = 1e-8, max_iter: int = 200, blas_threads: int | None = None,
                    mixed: bool | None = None) -> DenseLPResult:
-    """Solve the LP above (``slack_costs = (cp, cm)`` adds the slack pair).
+    """Solve the LP above (``slack_costs = (cp, cm)`` adds the slack pair); ``R`` an array or
+    :class:`DenseColumns` (columns read from a :class:`ColumnStore`).
 
     ``blas_threads`` caps the BLAS threads during the solve. None chooses by size: nearly all
     the time goes to one symmetric rank-k product (m^2 n flops) and one Cholesky factor per
@@ -193,15 +337,15 @@ def solve_dense_lp(R: np.ndarray, g: np.ndarray, rhs: np.ndarray,
     """
     large = float(R.shape[0]) ** 2 * R.shape[1] >= _THREADED_FLOPS
     mixed = large if mixed is None else mixed
+    R = R if isinstance(R, DenseColumns) else DenseColumns(R)
     if blas_threads is None and large:
         return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed)
     with threadpool_limits(limits=int(blas_threads or 1), user_api="blas"):
         return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed)
 
 
-def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.ndarray, np.ndarray] | None,
+def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.ndarray, np.ndarray] | None,
            tol: float, max_iter: int, mixed: bool) -> DenseLPResult:
-    R = np.asarray(R, dtype=np.float64)
     g = np.asarray(g, dtype=np.float64)
     rhs = np.asarray(rhs, dtype=np.float64)
     m, n = R.shape
@@ -212,7 +356,7 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
         (np.asarray(slack_costs[0], dtype=np.float64), np.asarray(slack_costs[1], dtype=np.float64))
     if box and (cp.shape != (m,) or cm.shape != (m,)):
         raise ValueError("slack costs must have one entry per row")
-    if not (np.isfinite(R).all() and np.isfinite(g).all() and np.isfinite(rhs).all()
+    if not (R.finite() and np.isfinite(g).all() and np.isfinite(rhs).all()
             and np.isfinite(cp).all() and np.isfinite(cm).all()):
         raise ValueError("the LP data must be finite")
     c = np.concatenate([g, cp, cm])
@@ -220,22 +364,17 @@ def _solve(R: np.ndarray, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.
 
     # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one): when both run
     # threads, each one's idle threads spin between its calls and take the cores from the other
-    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library)
-    # BLAS wants Fortran order, and scipy copies anything else on every call (R has m x n
-    # entries: at m = 5,000 that copy cost more than the product): use R itself when it is
-    # Fortran-ordered (the masters' R is), else its transpose, which then is
-    G, t = (R, 0) if R.flags.f_contiguous else (np.ascontiguousarray(R).T, 1)
-
-    gemv = sl.blas.dgemv
+    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library); R's products and
+    # normal equations are BLAS calls on R in place (DenseColumns)
 
     def A_mul(v: np.ndarray) -> np.ndarray:        # A v for v over [b, sp, sm]
-        out = gemv(1.0, G, v[:n], trans=t)
+        out = R.mul(v[:n])
         if box:
             out += v[n:n + m] - v[n + m:]
         return out
 
     def At_mul(y: np.ndarray) -> np.ndarray:       # A' y
-        return np.concatenate([gemv(1.0, G, y, trans=1 - t), y, -y]) if box else gemv(1.0, G, y, trans=1 - t)
+        return np.concatenate([R.tmul(y), y, -y]) if box else R.tmul(y)
 
     F = _NormalEquations(R, box, A_mul, At_mul, mixed)
     F.factor(np.ones(n_all))

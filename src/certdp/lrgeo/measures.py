@@ -1,5 +1,5 @@
-"""LR-Geo measures: Geo-Ind violations across users (Eq. 34-35), the relaxed lower bound of
-Theorem 4.7, what the server can infer from the uploads (section 4.7), and the report of a
+"""LR-Geo measures: Geo-Ind violations across users (Eq. 34-35) and Proposition 4.5's upper
+bounds on their ratio (Eq. 29-30), the relaxed lower bound of Theorem 4.7, what the server can infer from the uploads (section 4.7), and the report of a
 whole round that puts them together."""
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class Violations:
     zero_violations: int
     errors: np.ndarray       # excess z_ik - exp(eps d) z_jk of every violation (Eq. 35)
     tolerance: float = VIOLATION_TOLERANCE
+    by_pair: np.ndarray | None = None   # (M, M) violations between users a < b (upper triangle)
+    sizes: tuple[int, ...] = ()          # |N_m| of each user
 
     @property
     def cross_ratio(self) -> float:
@@ -55,6 +57,19 @@ class Violations:
     def ratio(self) -> float:
         """The paper's GV ratio (section 5.1.3 with Eq. 30's denominator)."""
         return self.cross_violations / self.paper_pairs if self.paper_pairs else 0.0
+
+    def pair_ratios(self, K: int) -> np.ndarray:
+        """(M, M) the GV ratio of each pair of users a < b with Eq. 29's denominator,
+        (|N_a| + |N_b|)(|N_a| + |N_b| - 1) |V| (every ordered pair of their LR rows); 0 elsewhere."""
+        M = len(self.sizes)
+        out = np.zeros((M, M))
+        if self.by_pair is None:
+            return out
+        for a in range(M):
+            for b in range(a + 1, M):
+                n = self.sizes[a] + self.sizes[b]
+                out[a, b] = self.by_pair[a, b] / (n * (n - 1) * K)
+        return out
 
     def summary(self) -> dict:
         """A JSON-ready summary of the violation counts, ratios and errors."""
@@ -80,6 +95,7 @@ def violations(world: World, rows: list[np.ndarray], matrices: list[np.ndarray],
     K = world.K
     cross = viol = zero = zviol = 0
     errs = []
+    by_pair = np.zeros((len(rows), len(rows)), dtype=np.int64)
     for a in range(len(rows)):
         for b in range(a + 1, len(rows)):
             D = H[np.ix_(rows[a], rows[b])]
@@ -94,13 +110,44 @@ def violations(world: World, rows: list[np.ndarray], matrices: list[np.ndarray],
                 ex = X - f * Y
                 bad = ex > tolerance
                 viol += int(bad.sum())
+                by_pair[a, b] += int(bad.sum())
                 zviol += int(bad[at0].sum())
                 errs.append(ex[bad])
             cross += 2 * len(i) * K
             zero += 2 * int(at0.sum()) * K
     n_rows = sum(len(r) for r in rows)
     return Violations(cross, viol, n_rows * (n_rows - 1) * K, zero, zviol,
-                      np.concatenate(errs) if errs else np.zeros(0), tolerance)
+                      np.concatenate(errs) if errs else np.zeros(0), tolerance, by_pair,
+                      tuple(len(r) for r in rows))
+
+
+def violation_bounds(world: World, rows: list[np.ndarray], r_exp: float) -> tuple[float, np.ndarray]:
+    """Proposition 4.5's upper bounds on the GV ratio: Eq. 30 for all users, and Eq. 29 for
+    each pair of users a < b ((M, M), upper triangle).
+
+    A_i, the columns of LR row i that follow the exponential mechanism, is every column
+    farther than ``r_exp`` from v_i (Eq. 19 within r_obf, y'_k beyond it). Theorem 4.4 makes
+    both directions of a cross-user check hold whenever k is in A_i and A_j, and each user's
+    own pairs hold by certification; the bound is one minus their share of every ordered pair
+    of LR rows times |V|. Per column k the pairs with k in both sets number
+    (|N_a| - f_a(k)) (|N_b| - f_b(k)), f_a(k) the rows of user a within r_exp of k."""
+    K = world.K
+    n = np.array([len(r) for r in rows], dtype=np.float64)
+    exp_rows = [len(r) - np.count_nonzero(world.haversine[r] <= r_exp, axis=0) for r in rows]   # (K,) each
+    M = len(rows)
+    both = np.zeros((M, M))
+    for a in range(M):
+        for b in range(a + 1, M):
+            both[a, b] = float(np.dot(exp_rows[a].astype(np.float64), exp_rows[b]))
+    own = (n * n - n) * K
+    eq29 = np.zeros((M, M))
+    for a in range(M):
+        for b in range(a + 1, M):
+            t = n[a] + n[b]
+            eq29[a, b] = 1.0 - (2.0 * both[a, b] + own[a] + own[b]) / (t * (t - 1) * K)
+    N = float(n.sum())
+    eq30 = 1.0 - (2.0 * both.sum() + own.sum()) / (N * (N - 1) * K) if N > 1 else 0.0
+    return eq30, eq29
 
 
 # ----------------------------------------------------------------- lower bound
@@ -244,20 +291,27 @@ def measure_round(rnd: "LRGeoRound") -> dict[str, Any]:
     rep["approximation_ratio_true_cost"] = float(np.sum(lr_obj)) / lb if lb > 0 else None
     v = violations(world, [u.lr for u in us], [m.matrix for m in mechs], params.epsilon, params.gamma)
     rep.update(v.summary())
+    eq30, eq29 = violation_bounds(world, [u.lr for u in us], params.r_exp)
+    upper = np.triu(np.ones_like(eq29, dtype=bool), 1)
+    rep["violation_bound_eq30"] = eq30
+    rep["violation_bound_eq29_max"] = float(eq29[upper].max()) if upper.any() else 0.0
+    rep["violation_ratio_pair_max"] = float(v.pair_ratios(world.K)[upper].max()) if upper.any() else 0.0
     counts = []
-    located, candidates, errors = [], [], []
+    located, candidates, errors, rows_located = [], [], [], []
     for u in us:
         req = server.requests[u.name]
         tr = server.table_rows(*server.circles[u.name])
         counts.append(table_inference(req, tr.pair_beta, server.table.snap_max_km))
         ci = column_inference(req, world, params, u.location)
         located.append(bool(ci.get("located", False)))
+        rows_located.append(ci["rows_located"])
         candidates.append(len(ci["candidate_locations"]))
         errors.append(ci.get("error_km", math.nan))
     allc = np.concatenate(counts)
     rep["table_inference_mean_rows"] = float(allc.mean()) if len(allc) else 0.0
     rep["table_inference_min_rows"] = int(allc.min()) if len(allc) else 0
     rep["users_located_by_columns"] = float(np.mean(located))
+    rep["rows_located_by_columns"] = float(np.mean(rows_located))
     rep["server_candidates_mean"] = float(np.mean(candidates))
     rep["server_estimate_error_km"] = float(np.nanmean(errors)) if not np.all(np.isnan(errors)) else math.nan
     rep["hide"] = params.hide

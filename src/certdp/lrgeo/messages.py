@@ -27,8 +27,9 @@ to use the *same* y_k for the same global location k, so the ObfuscationRequest 
 global location of every column (``columns``) next to the distances ``D_NO`` from each LR
 location to those columns. The locations of V are public, so three columns with their
 distances pin every LR row down (trilateration): the server learns the LR set N_m exactly,
-and N_m is the Gamma-ball of the user's location in the Geo-Ind graph, whose centre is usually
-unique. :func:`certdp.lrgeo.measures.column_inference` measures this; the paper's
+and N_m is the Gamma-ball of the user's location in the Geo-Ind graph, whose centre is unique
+unless the ball covers all of V (at the paper's Gamma = 20 km on a block of K = 100 of 1.2 km
+cells, every location is a candidate and the server learns only V). :func:`certdp.lrgeo.measures.column_inference` measures this; the paper's
 own inference metric (reference-table rows consistent with each uploaded cost, section 4.7) is
 :func:`certdp.lrgeo.measures.table_inference`. ``LRGeoParams.hide`` is the remedy: the LR set
 is centred on a location drawn near the user, so the server learns only that centre. The location the user finally

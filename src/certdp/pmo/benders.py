@@ -241,19 +241,39 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
 
 
 @dataclass(frozen=True)
-class _Design:
-    """What the Benders run adds to the paper's algorithm."""
+class BendersConfig:
+    """What a Benders run adds to the paper's algorithm (``solve(space, "benders",
+    config=...)``; :data:`VARIANTS` names the two designs). Each part's effect is measured by
+    ``benchmarks/paper000/benders_ablation.py`` (docs/pmo.md has the table).
 
-    envelope: bool          # separate the envelope inequalities (:class:`EnvelopeSeparator`)
-    elastic: float | None   # elastic blocks at this price per unit of slack (:func:`_block`)
-    repair: bool            # an upper bound from every round's iterate, repaired (:class:`_Repair`)
-    in_out: float | None = None   # in-out stabilisation around the first mechanism's y (:func:`_start`)
+    Attributes:
+        envelope: separate the envelope inequalities (:class:`EnvelopeSeparator`).
+        elastic: elastic blocks at this price per unit of slack (:func:`_block`; costs are
+            scaled to a largest weighted cost of 1, so the price is in those units), or None for
+            the paper's hard blocks with feasibility cuts.
+        repair: an upper bound from every round's iterate, assembled and certified
+            (:class:`_Repair`), starting from each record's cheapest output lifted to mDP.
+        in_out: in-out stabilisation: the blocks are solved at ``in_out`` x the master's y plus
+            the rest x a core point that starts at the first mechanism (needs ``repair``), or
+            None.
+    """
+
+    envelope: bool = True
+    elastic: float | None = 10.0
+    repair: bool = True
+    in_out: float | None = 0.2
+
+    def __post_init__(self) -> None:
+        if self.elastic is not None and not (isinstance(self.elastic, (int, float)) and self.elastic > 0):
+            raise ValueError(f"BendersConfig.elastic must be a positive price or None, got {self.elastic!r}")
+        if self.in_out is not None and not (isinstance(self.in_out, (int, float)) and 0 < self.in_out <= 1):
+            raise ValueError(f"BendersConfig.in_out must be in (0, 1] or None, got {self.in_out!r}")
 
 
 #: 'paper' is the paper's algorithm; 'improved' is the combination that won the ablation in
 #: benchmarks/paper000/benders_ablation.py (docs/pmo.md has the table).
-VARIANTS = {"paper": _Design(envelope=False, elastic=None, repair=False),
-            "improved": _Design(envelope=True, elastic=10.0, repair=True, in_out=0.2)}
+VARIANTS = {"paper": BendersConfig(envelope=False, elastic=None, repair=False, in_out=None),
+            "improved": BendersConfig()}
 
 
 def assemble(dec: PMODecomposition, N: int, y: np.ndarray, xs: Sequence[np.ndarray | None]) -> np.ndarray:
@@ -325,7 +345,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
                   initial_cuts: str = "subset", variant: str = "improved", seed: int = 0,
                   executor: str | None = None, workers: int = 1, scheduler: str | None = None,
                   runner_factory: Callable[..., Any] | None = None, progress: Progress | None = None,
-                  tolerance: float = 1e-9, design: _Design | None = None) -> SolveResult:
+                  tolerance: float = 1e-9, config: BendersConfig | None = None) -> SolveResult:
     """Solve PMO by Benders decomposition and return a certified mechanism. Options are
     checked by :func:`certdp.solve`.
 
@@ -340,6 +360,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
             of the same subset) or 'none'.
         variant: 'paper' (the paper's algorithm: feasibility cuts from dual rays, optimality
             cuts from duals) or 'improved' (default; see :data:`VARIANTS` and docs/pmo.md).
+        config: a :class:`BendersConfig` to run instead of the named variant's.
         seed: seed of the k-means partitioners.
         executor: one of :data:`certdp.lp.executors.EXECUTORS`: 'threads' (``workers`` threads
             of this process), 'process' (``workers`` local processes) or 'dask' (a LocalCluster
@@ -349,7 +370,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         runner_factory: ``f(blocks) -> Runner`` overriding ``executor``.
         progress: receives each round's bounds.
     """
-    d = design if design is not None else VARIANTS[variant]
+    d = config if config is not None else VARIANTS[variant]
     if executor is None:
         executor = "dask" if scheduler else ("process" if workers > 1 else "threads")
     if subsets is None:
@@ -390,7 +411,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         raise SolverLimitError(f"Benders found no feasible point in {out.iterations} rounds ({out.status}; lower bound "
                                f"{out.lower_bound * scale:.6g}); raise max_iterations or time_limit")
     t = {"partition": t_part, "build": t_build, "start": t_start}
-    return _result(space, dec, part, out, edges, scale, gap, variant if design is None else "design", subsets, t)
+    return _result(space, dec, part, out, edges, scale, gap, variant if config is None else "config", subsets, t)
 
 
 def _result(space: Space, dec: PMODecomposition, part: Partition, out: Any, edges: np.ndarray, scale: float,

@@ -2,7 +2,10 @@
 
 ``min g' b (+ slack terms)  s.t.  R b (+ s+ - s-) = 1,  b >= 0``: column s is a point r_s of P
 charged ``min_k c_k' r_s`` and given to that output, so any solution is a mechanism up to the
-row sums (C is a convex cone). It is solved by the dense interior-point method of
+row sums (C is a convex cone). The columns of every master of a run live once, in one
+:class:`~certdp.lp.dense.ColumnStore` (each master holds the slots of its own columns: the
+stabilised and the free master share most columns, and neither copies them when columns are
+added or deleted). It is solved by the dense interior-point method of
 :mod:`certdp.lp.dense` (0.1-0.3 s per solve at N = 500, where HiGHS takes 2-5 s on these dense
 masters), with HiGHS's IPM as the fallback when it does not converge.
 """
@@ -16,22 +19,9 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ...lp.dense import solve_dense_lp
+from ...lp.dense import ColumnStore, DenseColumns, solve_dense_lp
 from ...lp.highs import INF, HighsLP, solve_lp
-
-
-BLOCK_ROWS = 50
-"""Components of at least this many records get a dense solve of their own; the smaller ones
-are packed into solves of at most this many rows."""
-
-SPLIT_GAIN = 0.2
-"""The master is split by component only where that cuts the dense work (rows^2 per group) by
-at least this share."""
-
-
-SCREEN_SHARE = 0.1
-"""Columns that cannot enter at any dual in the box are left out of a solve once they are at
-least this share of the columns (:meth:`ColumnMaster._screen`)."""
+from .config import OutputsConfig
 
 
 class MasterSolution(NamedTuple):
@@ -57,17 +47,21 @@ class ColumnMaster:
     O(1), and the bound stalls).
     Without ``box`` every solution is a mechanism up to the solver's tolerance (the all-ones
     columns make it feasible), which certification turns into an exact one.
+    Its columns are the ``slots`` of ``store`` (its own store unless one is given).
     """
 
-    def __init__(self, n: int, tolerance: float, comp: np.ndarray | None = None) -> None:
+    def __init__(self, n: int, tolerance: float, comp: np.ndarray | None = None,
+                 config: OutputsConfig | None = None, store: ColumnStore | None = None) -> None:
         self.n = n
+        self.store = store if store is not None else ColumnStore(n)
         self.tolerance = tolerance
+        self.config = config if config is not None else OutputsConfig()
         # the connected component of each row: every column lies on one component (module
         # docstring of .solve), so the LP splits into one LP per group of components
         self.comp = np.zeros(n, dtype=np.int64) if comp is None else np.asarray(comp, dtype=np.int64)
         groups = self._groups()   # fixed with the rows: their components and their rows
         self.split = [(g, np.flatnonzero(np.isin(self.comp, g))) for g in groups] if len(groups) > 1 else []
-        self.R = np.zeros((n, 0))
+        self.slots = np.zeros(0, dtype=np.int64)
         self.col_comp = np.zeros(0, dtype=np.int64)
         self.owner = np.zeros(0, dtype=np.int64)
         self.cost = np.zeros(0)
@@ -76,6 +70,7 @@ class ColumnMaster:
         self.delta = math.inf
         self.iterations = 0
         self.work = 0.0      # the last stabilised solve's dense work: rows^2 x columns x steps, summed over its parts
+        self.flops = 0.0     # every solve's dense work so far: (rows^2 x columns + rows^3 / 3) x steps
         self.fallbacks = 0   # solves handed to HiGHS because the dense IPM did not converge
         self.protected = 0   # the first columns are never deleted (they keep the LP feasible)
 
@@ -84,22 +79,47 @@ class ColumnMaster:
         """The number of columns in the master."""
         return int(self.cost.size)
 
+    @property
+    def R(self) -> np.ndarray:
+        """The columns as one dense N x columns array (a copy)."""
+        return self.store.gather(self.slots)
+
+    def columns(self, rows: np.ndarray | None = None, cols: np.ndarray | slice | None = None) -> DenseColumns:
+        """The columns (those at ``cols``, restricted to ``rows``), read in place."""
+        slots = self.slots if cols is None else self.slots[cols]
+        return DenseColumns(store=self.store, slots=slots, rows=rows)
+
     def set_box(self, center: np.ndarray, delta: float | np.ndarray) -> None:
         """Restrict the row-sum multipliers to a box of half-width ``delta`` around ``center``."""
         self.center = center.copy()
         self.delta = np.asarray(delta, dtype=np.float64)
 
-    def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
-        """Add the priced columns ``R`` (one per output ``owner``, of cost ``g``) to the master."""
+    def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Add the columns of ``R`` (points of P, each charged ``g`` and given to ``owner``);
+        returns their slots in the store, for :meth:`attach` by another master."""
         support = R != 0
         first = self.comp[np.argmax(support, axis=0)]
         if np.any(support & (self.comp[:, None] != first[None, :])):
             raise ValueError("a master column must lie on one connected component")
-        self.col_comp = np.concatenate([self.col_comp, first])
-        self.R = np.hstack([self.R, R])
+        slots = self.store.put(R)
+        self.attach(slots, owner, g, first)
+        return slots
+
+    def attach(self, slots: np.ndarray, owner: np.ndarray, g: np.ndarray, col_comp: np.ndarray) -> None:
+        """Add columns already in the store (at ``slots``, on components ``col_comp``)."""
+        self.store.take(slots)
+        self.slots = np.concatenate([self.slots, slots])
+        self.col_comp = np.concatenate([self.col_comp, col_comp])
         self.owner = np.concatenate([self.owner, owner])
         self.cost = np.concatenate([self.cost, g])
         self.idle = np.concatenate([self.idle, np.zeros(g.size, dtype=np.int64)])
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the columns where ``mask`` holds; the others leave this master (and the store,
+        once no master holds them)."""
+        self.store.release(self.slots[~mask])
+        self.slots, self.cost, self.owner, self.idle = self.slots[mask], self.cost[mask], self.owner[mask], self.idle[mask]
+        self.col_comp = self.col_comp[mask]
 
     def solve(self, box: bool = True, elastic: tuple[np.ndarray, np.ndarray] | None = None, tol: float = 1e-8
               ) -> MasterSolution:
@@ -126,23 +146,24 @@ class ColumnMaster:
 
     def _groups(self) -> list[np.ndarray]:
         """The components in groups solved as one LP each: every component of at least
-        ``BLOCK_ROWS`` rows on its own, the smaller ones packed in order into groups of at most
+        ``config.block_rows`` rows on its own, the smaller ones packed in order into groups of at most
         that many rows (a dense solve has a fixed cost per iteration; its work grows as rows^2 x
-        columns). One group, the whole LP, unless the split cuts that work by ``SPLIT_GAIN``: a
+        columns). One group, the whole LP, unless the split cuts that work by ``config.split_gain``: a
         split changes the inexact master's duals, and with them the rounds (text-500, whose
         largest component has 493 of 500 records: 27 rounds whole, 31 split)."""
         sizes = np.bincount(self.comp)
-        groups = [np.array([c]) for c in np.flatnonzero(sizes >= BLOCK_ROWS)]
+        rows = self.config.block_rows
+        groups = [np.array([c]) for c in np.flatnonzero(sizes >= rows)]
         pack: list[int] = []
-        for c in np.flatnonzero((sizes > 0) & (sizes < BLOCK_ROWS)):
-            if pack and sizes[pack].sum() + sizes[c] > BLOCK_ROWS:
+        for c in np.flatnonzero((sizes > 0) & (sizes < rows)):
+            if pack and sizes[pack].sum() + sizes[c] > rows:
                 groups.append(np.array(pack))
                 pack = []
             pack.append(int(c))
         if pack:
             groups.append(np.array(pack))
         work = sum(float(sizes[g].sum()) ** 2 for g in groups)
-        return groups if work <= (1.0 - SPLIT_GAIN) * float(self.n) ** 2 else [np.unique(self.comp)]
+        return groups if work <= (1.0 - self.config.split_gain) * float(self.n) ** 2 else [np.unique(self.comp)]
 
     def _solve_blocks(self, slack_costs: tuple[np.ndarray, np.ndarray] | None, tol: float
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, float] | None:
@@ -155,10 +176,10 @@ class ColumnMaster:
         live = self._screen(slack_costs)
         parts = [(rows, np.flatnonzero(np.isin(self.col_comp, comps) & live)) for comps, rows in self.split] \
             or [(np.arange(m), np.flatnonzero(live))]
-        whole = not self.split and bool(live.all())
+        whole = not self.split
         iterations, work = 0, 0.0
         for rows, cols in parts:
-            R = self.R if whole else self.R[np.ix_(rows, cols)]
+            R = self.columns(None if whole else rows, cols)
             costs = None if slack_costs is None else (slack_costs[0][rows], slack_costs[1][rows])
             if cols.size == 0:   # every column of these components pruned or screened: slack covers them
                 if costs is None:
@@ -173,6 +194,7 @@ class ColumnMaster:
                 sp_[rows], sm_[rows] = r.sp, r.sm
             iterations = max(iterations, r.iterations)
             work += float(rows.size) ** 2 * cols.size * max(1, r.iterations)
+            self.flops += (float(rows.size) ** 2 * cols.size + float(rows.size) ** 3 / 3) * max(1, r.iterations)
         if slack_costs is None:
             sp_, sm_ = np.zeros(0), np.zeros(0)
         return y, b, sp_, sm_, iterations, work
@@ -184,14 +206,13 @@ class ColumnMaster:
         0 in every optimal solution and its dual constraint never binds, and leaving it out changes
         neither the optimum nor the optimal duals. Text data's first rounds, where the start's
         tents cost more than the box lets any row pay, keep few of their N columns. All are
-        kept when fewer than ``SCREEN_SHARE`` of them go (a copy of R then costs more than it
-        saves)."""
+        kept when fewer than ``config.screen_share`` of them go."""
         live = np.ones(self.n_cols, dtype=bool)
         if slack_costs is None or self.n_cols == 0:
             return live
-        reach = self.R.T @ slack_costs[0]
+        reach = self.columns().tmul(slack_costs[0])
         dead = self.cost > reach + 1e-9 * np.maximum(1.0, np.abs(reach))
-        if dead.sum() >= SCREEN_SHARE * self.n_cols:
+        if dead.sum() >= self.config.screen_share * self.n_cols:
             live[dead] = False
         return live
 
@@ -219,7 +240,7 @@ class ColumnMaster:
         be higher; a patience above 1 keeps a column that the next master may use from being
         deleted and priced again in turn with another (which stalls the bound). Returns how many
         were deleted."""
-        rc = self.cost - self.R.T @ lam
+        rc = self.cost - self.columns().tmul(lam)
         idle = (b <= weight * max(1.0, float(b.max()))) & (rc > reduced)
         self.idle = np.where(idle, self.idle + 1, 0)
         if self.n_cols <= limit:
@@ -228,16 +249,22 @@ class ColumnMaster:
         drop[:self.protected] = False
         if not drop.any():
             return 0
-        keep = ~drop
-        self.R, self.cost, self.owner, self.idle = self.R[:, keep], self.cost[keep], self.owner[keep], self.idle[keep]
-        self.col_comp = self.col_comp[keep]
+        self.keep(~drop)
         return int(drop.sum())
 
     def matrix(self, b: np.ndarray, K: int) -> np.ndarray:
-        """The (N, K) perturbation matrix of the master's column weights ``b``."""
-        Z = np.zeros((self.n, K))
-        np.add.at(Z.T, self.owner, (self.R * b[None, :]).T)
-        return Z
+        """The mechanism of weights ``b``: output k gets the weighted sum of its columns."""
+        return columns_matrix(self.columns(), self.owner, b, K)
+
+
+def columns_matrix(R: DenseColumns, owner: np.ndarray, b: np.ndarray, K: int) -> np.ndarray:
+    """``Z[:, k] = sum of b_s r_s over the columns s given to k``, a block of columns at a time."""
+    Z = np.zeros((R.shape[0], K))
+    for start, B in R.blocks():
+        stop = start + B.shape[1]
+        S = sp.csr_matrix((b[start:stop], (np.arange(stop - start), owner[start:stop])), shape=(stop - start, K))
+        Z += np.asarray((S.T @ B.T).T)
+    return Z
 
 
 def new_columns(Z: np.ndarray, C: np.ndarray, lam: np.ndarray, comp: np.ndarray, n_comp: int) -> np.ndarray:
@@ -279,25 +306,36 @@ class FilledMaster:
     """
 
     def __init__(self, A: sp.csr_matrix, fill_cost: np.ndarray, fill_output: int, n_outputs: int,
-                 tolerance: float, max_iterations: int | None = None) -> None:
+                 tolerance: float, max_iterations: int | None = None, store: ColumnStore | None = None) -> None:
         self.A = sp.csr_matrix(A)
         self.n = self.A.shape[1]
+        self.store = store if store is not None else ColumnStore(self.n)
         self.k0, self.K = int(fill_output), int(n_outputs)
         self.lp = HighsLP(np.asarray(fill_cost, dtype=np.float64), sp.identity(self.n, format="csr"),
                           np.ones(self.n), np.ones(self.n), np.zeros(self.n), np.full(self.n, INF),
                           solver="simplex", tolerance=tolerance, presolve=False)
         self.in_model = np.zeros(self.A.shape[0], dtype=bool)   # the cone rows of f in the model
-        self.blocks: list[tuple[np.ndarray, np.ndarray]] = []   # the columns as added, with their owners
+        self.slots = np.zeros(0, dtype=np.int64)            # the columns in the store, as added
+        self.owner = np.zeros(0, dtype=np.int64)
         self.iterations = 0
         self.max_iterations = max_iterations   # simplex iterations a solve may take (None: no limit)
 
     def add(self, R: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
         """Append columns: points of P, each charged ``g`` and given to ``owner``."""
-        if R.shape[1] == 0:
+        if R.shape[1]:
+            self.attach(self.store.put(R), owner, g)
+
+    def attach(self, slots: np.ndarray, owner: np.ndarray, g: np.ndarray) -> None:
+        """Append the columns at ``slots`` of the store (held for the rest of the run)."""
+        if len(slots) == 0:
             return
-        cols = sp.vstack([sp.csc_matrix(R), sp.csc_matrix((self.lp.n_row - self.n, R.shape[1]))])
-        self.lp.add_cols(cols, g, np.zeros(g.size), np.full(g.size, INF))
-        self.blocks.append((R, np.asarray(owner)))   # kept as given: no copy of all columns per call
+        self.store.take(slots)
+        for start, B in DenseColumns(store=self.store, slots=slots).blocks():
+            cols = sp.vstack([sp.csc_matrix(B), sp.csc_matrix((self.lp.n_row - self.n, B.shape[1]))])
+            stop = start + B.shape[1]
+            self.lp.add_cols(cols, g[start:stop], np.zeros(stop - start), np.full(stop - start, INF))
+        self.slots = np.concatenate([self.slots, slots])
+        self.owner = np.concatenate([self.owner, np.asarray(owner, dtype=np.int64)])
 
     def solve(self) -> np.ndarray | None:
         """The optimal matrix (to HiGHS's tolerance: certify it), or None if HiGHS failed or
@@ -323,10 +361,6 @@ class FilledMaster:
             rows = self.A[bad]
             self.lp.add_rows(sp.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(bad.size, self.lp.n_col)),
                              np.full(bad.size, -INF), np.zeros(bad.size))
-        Z = np.zeros((self.n, self.K))
-        at = 0
-        for R, owner in self.blocks:
-            np.add.at(Z.T, owner, (R * b[None, at:at + R.shape[1]]).T)
-            at += R.shape[1]
+        Z = columns_matrix(DenseColumns(store=self.store, slots=self.slots), self.owner, b, self.K)
         Z[:, self.k0] += f
         return Z

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
-from ...lp.executors import DaskHolders, ProcessHolders, ReplayedGroups, close_dask, dask_client
+from ...lp.executors import EXECUTORS, DaskHolders, ProcessHolders, ReplayedGroups, close_dask, dask_client
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
+from .config import OutputsConfig
 
 
 def cone_rows(n: int, edges: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr_matrix:
@@ -47,19 +48,6 @@ def cone_rows(n: int, edges: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr
     "j -> i" (the pricing LPs' pivoting, hence the columns generated, depend on the order)."""
     m = len(edges)
     return mdp_rows(n, 1, edges, dist, eps)[np.r_[0:2 * m:2, 1:2 * m:2]]
-
-
-WORKING_SET_BATCH = 0.25
-"""At most this times N violated cone rows join an output's working set per solve (replays of
-Gaussian eta-fixed 1,000 records: 1 x N 4.0 s, 0.25 x N 3.4 s, 0.1 x N 3.3 s, all 4.2 s; road-500
-and text-500 a few percent either way)."""
-
-
-WORKING_SET_FROM = 10.0
-"""Cones with at most this many rows per record start with every row in the working set (the
-loop then never adds one): there a solve is cheap and the extra solves that grow a working set
-cost more than the smaller model saves (replay of grid-500, 7.5 rows per record: 3.05 s with every
-row, 3.68 s with a growing set; road-500, 13 per record: 5.57 s against 3.52 s)."""
 
 
 class OutputModels:
@@ -70,7 +58,9 @@ class OutputModels:
     output's answers depend only on the sequence of duals it was priced at, not on where it
     lives."""
 
-    def __init__(self, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float) -> None:
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, ks: np.ndarray, tolerance: float,
+                 config: OutputsConfig | None = None) -> None:
+        self.config = config if config is not None else OutputsConfig()
         self.A = sp.csr_matrix(A)
         self.AT = sp.csc_matrix(self.A.T)        # column r: cone row r, a column of the dual form
         self.m, self.n = self.A.shape
@@ -79,7 +69,7 @@ class OutputModels:
         self.models: list[HighsLP] = []
         self.rows: list[np.ndarray] = []          # each model's working set, in column order
         self.active: list[np.ndarray] = []        # the same as a mask over the cone rows
-        self.batch = max(1, int(WORKING_SET_BATCH * self.n))
+        self.batch = max(1, int(self.config.working_set_batch * self.n))
         self.tolerance = tolerance
         self.cols = np.arange(self.n, dtype=np.int32)
         self.no_upper = np.full(self.n, INF)
@@ -87,7 +77,7 @@ class OutputModels:
         self.failures = 0    # solves both failed: the bound of y = 0 and no column
 
     def _build(self, w: np.ndarray) -> HighsLP:
-        """The dual form over the initial working set (:data:`WORKING_SET_FROM`)."""
+        """The dual form over the initial working set (``config.working_set_from``)."""
         rows = self.rows[-1]
         AD = sp.hstack([sp.identity(self.n, format="csc"), self.AT[:, rows]], format="csr")
         k = self.n + rows.size
@@ -117,7 +107,7 @@ class OutputModels:
         """``c_k - lam`` for each of this group's outputs; builds the models not built yet."""
         W = [np.ascontiguousarray(self.C[:, j] - lam) for j in range(len(self.ks))]
         while len(self.models) < len(W):
-            start = self.m <= WORKING_SET_FROM * self.n
+            start = self.m <= self.config.working_set_from * self.n
             self.rows.append(np.arange(self.m) if start else np.zeros(0, dtype=np.int64))
             self.active.append(np.full(self.m, start))
             self.models.append(self._build(W[len(self.models)]))
@@ -163,33 +153,77 @@ class OutputModels:
         v = float(np.minimum(w + self.AT @ np.maximum(y, 0.0), 0.0).sum())
         return min(v, 0.0), np.clip(sol.row_dual, 0.0, 1.0), iterations  # z = 0 is in P: min <= 0
 
-    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float]:
+    @property
+    def working_rows(self) -> int:
+        """The cone rows in this group's models together (their LPs' size beyond the N rows)."""
+        return int(sum(r.size for r in self.rows))
+
+    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, float, int]:
         """Every output of the group in turn (a worker's call): ``(ks, bounds, Z, iterations,
-        fallbacks, failures, seconds)``, fallbacks and failures cumulative, seconds this call's
-        compute time."""
+        fallbacks, failures, seconds, working rows)``, fallbacks and failures cumulative, seconds
+        this call's compute time."""
         t0 = time.perf_counter()
         out = [self.one(j, w) for j, w in enumerate(self.weights(lam))]
         return (self.ks, np.array([o[0] for o in out]), np.column_stack([o[1] for o in out]),
-                int(sum(o[2] for o in out)), self.fallbacks, self.failures, time.perf_counter() - t0)
+                int(sum(o[2] for o in out)), self.fallbacks, self.failures, time.perf_counter() - t0,
+                self.working_rows)
 
 
-class Pricer:
+class Pricer(Protocol):
+    """What the decomposition needs of a pricer, wherever its LPs run (:func:`make_pricer`)."""
+
+    @property
+    def replays(self) -> int:
+        """groups rebuilt and replayed after a lost worker"""
+
+    rounds: list[dict[str, float]]
+    """per call: the wall time, and the slowest group's and all groups' compute times"""
+
+    @property
+    def working_rows(self) -> int:
+        """the cone rows in every output's pricing model together"""
+
+    @property
+    def fallbacks(self) -> int:
+        """solves the live model failed and a fresh interior-point one did"""
+
+    @property
+    def failures(self) -> int:
+        """solves both failed (the bound of y = 0 and no column)"""
+
+    def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Rigorous lower bounds on ``min_{z in P} (c_k - lam)' z`` for every output k, the
+        minimisers (as columns, in output order) and the simplex iterations spent."""
+
+    def close(self) -> None:
+        """Release the workers."""
+
+
+class ThreadPricer:
     """Every output's live model in this process; the K solves of a round run on ``workers``
     threads (HiGHS releases the GIL while it solves and the models are independent, so the
     result does not depend on ``workers``)."""
 
-    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int) -> None:
-        self.group = OutputModels(A, C, np.arange(C.shape[1]), tolerance)
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int,
+                 config: OutputsConfig | None = None) -> None:
+        self.group = OutputModels(A, C, np.arange(C.shape[1]), tolerance, config)
         self.pool = ThreadPoolExecutor(workers) if workers > 1 else None
+        self.replays = 0
+        self.rounds: list[dict[str, float]] = []
 
     @property
     def fallbacks(self) -> int:
-        """How many pricing LPs fell back to another HiGHS algorithm."""
+        """As :attr:`Pricer.fallbacks`."""
         return self.group.fallbacks
 
     @property
+    def working_rows(self) -> int:
+        """As :attr:`Pricer.working_rows`."""
+        return self.group.working_rows
+
+    @property
     def failures(self) -> int:
-        """How many pricing LPs failed."""
+        """As :attr:`Pricer.failures`."""
         return self.group.failures
 
     def close(self) -> None:
@@ -199,17 +233,20 @@ class Pricer:
             self.pool.shutdown(cancel_futures=True)
 
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """Rigorous lower bounds on ``min_{z in P} (c_k - lam)' z`` for every output k, the
-        minimisers (as columns) and the simplex iterations spent."""
+        """As :meth:`Pricer.price`."""
         g = self.group
+        t0 = time.perf_counter()
         W = g.weights(lam)                 # models built here, in one thread
         if self.pool is None:
             out = [g.one(j, w) for j, w in enumerate(W)]
         else:
             out = list(self.pool.map(g.one, range(len(W)), W))
+        wall = time.perf_counter() - t0
+        self.rounds.append({"wall": wall, "compute_max": wall, "compute_sum": wall})
         bounds = np.array([o[0] for o in out])
         Z = np.column_stack([o[1] for o in out])
         return bounds, Z, int(sum(o[2] for o in out))
+
 
 
 class _GroupedPricer:
@@ -225,15 +262,17 @@ class _GroupedPricer:
     ``replays`` counts those rebuilds; ``rounds`` records each call's wall time and its
     groups' compute times (the difference is transfer and waiting)."""
 
-    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, n_groups: int) -> None:
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, n_groups: int,
+                 config: OutputsConfig | None = None) -> None:
         K = C.shape[1]
+        self.config = config if config is not None else OutputsConfig()
         n = max(1, min(n_groups, K))
         self.groups = [np.arange(i, K, n) for i in range(n)]   # interleaved: neighbouring outputs cost alike
         self.A_data = A
         self.C = C
         self.tolerance = tolerance
         self.rounds: list[dict[str, float]] = []
-        self._counts = [(0, 0)] * len(self.groups)
+        self._counts = [(0, 0, 0)] * len(self.groups)
         self.work: ReplayedGroups | None = None
 
     def _what(self, i: int) -> str:
@@ -256,13 +295,17 @@ class _GroupedPricer:
     def failures(self) -> int:
         return sum(c[1] for c in self._counts)
 
+    @property
+    def working_rows(self) -> int:
+        return sum(c[2] for c in self._counts)
+
     def price(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """As :meth:`Pricer.price`."""
         assert self.work is not None
         lam = np.asarray(lam, dtype=np.float64)
         t0 = time.perf_counter()
         parts = self.work.call_all([(lam,)] * len(self.groups))
-        self._counts = [(p[4], p[5]) for p in parts]
+        self._counts = [(p[4], p[5], p[7]) for p in parts]
         self.rounds.append({"wall": time.perf_counter() - t0, "compute_max": max(p[6] for p in parts),
                             "compute_sum": sum(p[6] for p in parts)})
         order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
@@ -282,13 +325,14 @@ class ProcessPricer(_GroupedPricer):
     from certdp's fork server (:func:`~certdp.lp.executors.worker_context`) and receive the
     cone rows and their cost columns once."""
 
-    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int) -> None:
-        super().__init__(A, C, tolerance, workers)
+    def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int,
+                 config: OutputsConfig | None = None) -> None:
+        super().__init__(A, C, tolerance, workers, config)
         self.work = ReplayedGroups(ProcessHolders(OutputModels, self._args, "price", self._what), len(self.groups))
 
     def _args(self, i: int) -> tuple:
         g = self.groups[i]
-        return (self.A_data, self.C[:, g], g, self.tolerance)
+        return (self.A_data, self.C[:, g], g, self.tolerance, self.config)
 
 
 class DaskPricer(_GroupedPricer):
@@ -298,12 +342,13 @@ class DaskPricer(_GroupedPricer):
     receives its own cost columns once."""
 
     def __init__(self, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int = 2,
-                 address: str | None = None, connect_timeout: float = 10.0) -> None:
+                 address: str | None = None, connect_timeout: float = 10.0,
+                 config: OutputsConfig | None = None) -> None:
         client, cluster = dask_client(workers, address, "pricing on Dask", connect_timeout)
         self.client, self.cluster = client, cluster
         try:
             n_workers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
-            super().__init__(A, C, tolerance, n_workers)
+            super().__init__(A, C, tolerance, n_workers, config)
             self.A: Any = None
             holders = DaskHolders(client, cluster, OutputModels, self._args, "price", self._what)
             self.work = ReplayedGroups(holders, len(self.groups))
@@ -315,4 +360,16 @@ class DaskPricer(_GroupedPricer):
         if self.A is None or self.work is not None:    # first use, or a rebuild
             self.A = self.client.scatter(self.A_data, broadcast=True)
         g = self.groups[i]
-        return (self.A, self.C[:, g], g, self.tolerance)
+        return (self.A, self.C[:, g], g, self.tolerance, self.config)
+
+
+def make_pricer(executor: str, A: sp.csr_matrix, C: np.ndarray, tolerance: float, workers: int,
+                scheduler: str | None = None, config: OutputsConfig | None = None) -> Pricer:
+    """The pricer of ``executor`` (one of :data:`EXECUTORS`)."""
+    if executor == "threads":
+        return ThreadPricer(A, C, tolerance, workers, config)
+    if executor == "process":
+        return ProcessPricer(A, C, tolerance, workers, config)
+    if executor == "dask":
+        return DaskPricer(A, C, tolerance, workers, scheduler, config=config)
+    raise ValueError(f"executor must be one of {', '.join(EXECUTORS)} for the outputs decomposition, got {executor!r}")

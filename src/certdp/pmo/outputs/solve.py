@@ -36,8 +36,11 @@ C that fills the rest of the row sums) where the free master's cover keeps leani
 all-ones columns; and, once the stabilised master's slack is small, its
 own matrix divided by its row sums, lowered to its mDP envelope
 (:func:`certdp.pmo.upper.mdp_envelope`) and mixed row by row with the uniform mechanism
-(:func:`certdp.pmo.upper.rebalance_rows`). Every candidate is certified exactly.
-docs/benders.md describes what each piece buys, measured; docs/history.md what was tried.
+(:func:`certdp.pmo.upper.rebalance_rows`). Every candidate is certified exactly
+(:mod:`.incumbent`).
+
+The tuning is one :class:`~certdp.pmo.outputs.config.OutputsConfig`; docs/pmo.md has what each
+piece buys, measured.
 """
 
 from __future__ import annotations
@@ -45,77 +48,28 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import asdict
 from typing import Any
+
+try:
+    import resource
+except ImportError:   # not on Windows: the rounds then record no peak memory
+    resource = None
 
 import numpy as np
 
-from ...certify import CertifyReport, certify
 from ...graph import MDPGraph
+from ...lp.dense import ColumnStore
 from ...lp.executors import EXECUTORS, start_worker_server
 from ...lp.outcome import Status, relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
-from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
-from .master import ColumnMaster, FilledMaster, new_columns
-from .pricing import DaskPricer, Pricer, ProcessPricer, cone_rows
-
-ELASTIC_WIDTH = 1000.0
-"""The elastic free master's slack costs ``lambda +- width``, with width this times the
-stabilisation box's half-width: high enough that few rows are left off 1 (gauss-1000 at round
-26: 70 rows at 1000, 113 at 100, 254 at 10), low enough that it does not take the exact cover
-where that is far dearer (there: 138.6 against 205.8, in units of the largest cost)."""
-
-REBALANCE_SLACK = 0.1
-"""The stabilised master's matrix is tried as an upper bound once its total slack is below
-this times N (text-1000: 19 rounds at 0.1, 21 at 0.05)."""
-
-
-MASTER_TOL = 1e-2
-"""The stabilised master is solved to a relative accuracy of a tenth of the current gap, at
-most this (primal-dual column generation: Gondzio, Gonzalez-Brevis and Munari 2013). Its duals
-then lie inside the optimal face rather than at a vertex, which prices better columns, and a
-solve takes 5-12 interior-point steps instead of 16-23. Neither bound depends on it: the lower
-bound comes from pricing, the upper from certified matrices. When nothing prices out at such
-duals the cap drops tenfold before the box is widened. Measured against exact masters in
-docs/history.md (grid-1000 22 -> 16 rounds, 37 -> 20 s; gauss-1000 23 -> 19, 67 -> 48 s)."""
-
-UPPER_EVERY = 3
-"""Near the target gap an upper step runs at most every this many rounds. Each step solves the
-free master (4N columns, exactly) and certifies a repaired matrix, which costs about two rounds
-(Gaussian 2,000 records: 6-7 s a step against 3.5 s for the master and pricing of a round).
-Rounds, not seconds, so that a run takes the same path on any machine and executor; measured
-against the rule it replaced (upper steps at most half the seconds of the rest) in
-docs/history.md: the same rounds and seconds within run-to-run noise, Gaussian 2,000 in 20
-rounds and 111 s against 22 and 125 s."""
-
-FILL_WHEN = 0.5
-"""The free master's cover *leans on* its all-ones columns when they cover the rows this much
-on average: the priced points do not combine into an exact cover of the rows."""
-
-FILL_AFTER = 3
-"""The filled free master (:class:`~certdp.pmo.outputs.master.FilledMaster`) is solved once the
-free master's cover has leaned on the all-ones columns at this many upper steps in a row. Word
-vectors lean at every step until the run ends; Gaussian data only at its first two steps (after
-5-6 rounds the elastic master's repair takes over), and there the filled master cost 13-16 s a
-solve at 1,000 records for nothing the next step would not give; grid and road data do not
-lean after their first step. Measured in docs/history.md."""
-
-FILL_NEAR = 0.25
-"""The fill is given to one output, k0, so it is cheap only where that output suits every
-record: the filled master is solved only while the constant mechanism that releases k0
-costs at most this much more than the lower bound. Word vectors: 2-10% (one word near all);
-Gaussian data 46-74%, where the fill must bend hard away from the centre and the filled LP
-ran for over 10 minutes at 5,000 records with eta fixed (docs/history.md)."""
-
-FILL_ITERATIONS = 10
-"""A filled-master solve that takes more than this times N simplex iterations is given up,
-and the filled master with it for the rest of the run: a bound on its work that depends on
-no clock (word vectors need 1-3 x N a step)."""
-
-EXACT_TOL = 1e-8
-"""The dense interior-point method's tolerance for an exact master."""
+from .config import OutputsConfig
+from .incumbent import Incumbent
+from .master import ColumnMaster, new_columns
+from .pricing import Pricer, cone_rows, make_pricer
 
 
 def default_workers() -> int:
@@ -123,66 +77,32 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-class _Backoff:
-    """Try something; after each failure wait 1, 2, 4, ... chances before trying again."""
-
-    def __init__(self) -> None:
-        self.wait = self.skip = 0
-
-    def ready(self) -> bool:
-        if self.skip > 0:
-            self.skip -= 1
-            return False
-        return True
-
-    def failed(self) -> None:
-        self.wait = max(1, 2 * self.wait)
-        self.skip = self.wait
-
-    def succeeded(self) -> None:
-        self.wait = 0
-
-
-MASTER_FLOPS_PER_PRICING_ITERATION = 5000.0
-"""The work model's threshold: one pricing simplex iteration counted as this many x N master
-flops. A threshold chosen by runs (grid-2000 keeps its second pass at 5,000 and loses it at the
-measured cost ratio, about 19,000: 24 rounds and 88 s instead of 19 and 79 s; a pass saves
-rounds, and a round costs a master, a pass and a share of the free master, not a master
-alone), not a cost ratio."""
-
-PRODUCTIVE_SHARE = 0.5
-"""A pass is productive when it brings at least this share of K new columns."""
-
-
-def _second_pass(first_pass_columns: int, generated: int, K: int, pricing_iterations: int,
-                 master: ColumnMaster) -> bool:
+def second_pass(first_pass_columns: int, generated: int, K: int, pricing_iterations: int,
+                master: ColumnMaster, config: OutputsConfig) -> bool:
     """Whether to price a second time in a round, at the master's duals besides the smoothed
     ones. The rounds are bounded below by the columns the master needs (about N besides its
     start, at most K a pass), so a second pass pays where columns are what the run lacks: the
-    first pass was productive (at least ``PRODUCTIVE_SHARE`` x K new columns; text-500's first
-    passes bring 0-35, and pricing twice there costs 9.5 -> 13 s) and either fewer than N
-    columns were generated so far or a pass is cheap against the master by the work model
-    (simplex iterations against the last stabilised master's dense work: rows^2 x columns x
-    interior-point steps, summed over its parts, the columns it left out not counted; grid-2000
-    keeps its second pass past N columns: 18 rounds and 81 s against 24 and 100 s without it).
-    Gaussian 2,000 (benchmarks/paper000/results/scale.md): 36 rounds and 227 s under the work
-    model alone, 16 rounds and 81 s with the column deficit (the rules compared:
-    docs/history.md). Work and columns, not clocks, so the run does not depend on timing."""
-    if first_pass_columns < PRODUCTIVE_SHARE * K:
+    first pass was productive (at least ``productive_share`` x K new columns) and either fewer
+    than N columns were generated so far or a pass is cheap against the master by the work
+    model (simplex iterations x ``second_pass_work`` x N against the last stabilised master's
+    dense work: rows^2 x columns x interior-point steps, summed over its parts). Work and
+    columns, not clocks, so the run does not depend on timing."""
+    if first_pass_columns < config.productive_share * K:
         return False
-    cheap = pricing_iterations * MASTER_FLOPS_PER_PRICING_ITERATION * master.n < master.work
+    cheap = pricing_iterations * config.second_pass_work * master.n < master.work
     return generated < master.n or cheap
 
 
-class _Decomposition:
-    """The state of one run: the instance in cost units, both masters, the pricer, and the
-    best certified matrix so far."""
+class PricingLoop:
+    """The lower-bound side of a run: the instance in cost units, the stabilised master, the
+    pricer and the best Lagrangian bound. Priced columns go to the :class:`Incumbent` too."""
 
-    def __init__(self, space: Space, *, reduce: bool, tolerance: float, workers: int, executor: str = "threads",
-                 scheduler: str | None = None) -> None:
+    def __init__(self, space: Space, *, reduce: bool, tolerance: float, workers: int, executor: str,
+                 scheduler: str | None, config: OutputsConfig) -> None:
         self.space = space
         N, self.K = space.n_records, space.n_outputs
         self.eps = space.epsilon
+        self.config = config
         wc = space.weighted_cost
         self.scale = float(wc.max()) if wc.size and wc.max() > 0 else 1.0
         self.C = wc / self.scale
@@ -192,145 +112,48 @@ class _Decomposition:
         # LP: a relaxation (the bound stays valid), and certification covers every pair
         keep = ~implied & (self.eps * graph.distance <= MAX_LOG_RATIO)
         self.edges, self.dist = graph.edges[keep], graph.distance[keep]
-        A = self.A = cone_rows(N, self.edges, self.dist, self.eps)
+        self.A = cone_rows(N, self.edges, self.dist, self.eps)
         tents = np.exp(-self.eps * graph.path_distances())  # column a: exp(-eps D(., a)), 0 off a's component
         # lambda_i = min_k c[i,k]: a valid start, with bound sum_i min_k c[i,k]
         center = self.C.min(axis=1)
-        # the box half-width of record i: 0.07 x its own cost range, and at least 0.1 x the
-        # largest range (records with nearly flat costs must still move)
+        # the box half-width of record i: a share of its own cost range, and at least a share of
+        # the largest range (records with nearly flat costs must still move)
         spread = self.C.max(axis=1) - self.C.min(axis=1)
-        self.delta = 0.07 * np.maximum(spread, 0.1 * (float(spread.max()) or 1.0))
+        self.delta = config.box * np.maximum(spread, config.box_floor * (float(spread.max()) or 1.0))
         self.n_comp, self.comp = graph.components
-        self.master = ColumnMaster(N, tolerance, self.comp)   # solved with the box: the (stabilised) duals
+        # every master's columns live once, in one store: the stabilised and the free master
+        # share most of theirs
+        self.store = ColumnStore(N)
+        self.master = ColumnMaster(N, tolerance, self.comp, config, self.store)   # with the box: the duals
         self.master.set_box(center, self.delta)
-        self.free = ColumnMaster(N, tolerance, self.comp)     # solved without: mechanisms (the upper bound)
-        self.filled: FilledMaster | None = None             # the free master with an mDP fill, once needed
-        self.leaning = 0                                    # upper steps in a row whose cover leaned on the all-ones
-        self.fill_output = int(np.argmin(self.C.sum(axis=0)))  # the best constant mechanism's output
-        self.constant = float(self.C[:, self.fill_output].sum())   # and its cost
-        self.tolerance = tolerance
+        self.upper = Incumbent(space, self.C, self.A, self.edges, self.dist, self.comp, self.n_comp, tolerance,
+                               config, self.store)
         self.add((self.comp[:, None] == np.arange(self.n_comp)[None, :]).astype(np.float64))
         self.add(tents)
+        self.upper.protect_start()
         self.generated = 0                          # columns priced in so far (not counting the start)
-        self.free.protected = self.free.n_cols     # kept: through the all-ones columns the free master is feasible
         self.executor = executor
-        self.pricer: Pricer | ProcessPricer | DaskPricer = (
-            Pricer(A, self.C, tolerance, workers) if executor == "threads"
-            else ProcessPricer(A, self.C, tolerance, workers) if executor == "process"
-            else DaskPricer(A, self.C, tolerance, workers, scheduler))
+        self.pricer: Pricer = make_pricer(executor, self.A, self.C, tolerance, workers, scheduler, config)
         self.lb = float(center.sum())
-        self.ub = math.inf
-        self.best: tuple[np.ndarray, CertifyReport] | None = None
-        self.t = {"master": 0.0, "price": 0.0, "cert": 0.0, "free": 0.0}
-        self.rebalance = _Backoff()
-        self.repair = _Backoff()
-        self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
-                       "repaired_failed": 0, "filled_tried": 0, "filled_best": 0, "filled_given_up": 0}
+        self.alpha = 0.5                            # the smoothing weight (Pessoa et al. 2018 adjust it)
+        self.seconds = {"master": 0.0, "price": 0.0}
 
     def add(self, R: np.ndarray) -> None:
+        """New columns (points of P): each charged at its cheapest output and given to it, into
+        the store once, for the stabilised master and the upper bound's masters."""
         costs = self.C.T @ R                  # (K, n_new): c_k' r_s
         owner = np.argmin(costs, axis=0)
         g = costs[owner, np.arange(R.shape[1])]
-        self.master.add(R, owner, g)
-        self.free.add(R, owner, g)
-        if self.filled is not None:
-            self.filled.add(R, owner, g)
+        slots = self.master.add(R, owner, g)
+        self.upper.attach(slots, owner, g, self.master.col_comp[self.master.n_cols - len(slots):])
 
-    # ------------------------------------------------------------ upper bounds
-    def certified(self, Z: np.ndarray, rebalance: bool = False) -> bool:
-        """Certify ``Z`` (lowered to its envelope and rebalanced first, if asked); True if it
-        is the new best."""
-        t0 = time.perf_counter()
-        if rebalance:
-            Z = rebalance_rows(mdp_envelope(Z, self.eps, self.edges, self.dist), self.C, self.eps, self.edges,
-                               self.dist, cutoff=self.ub)
-            if Z is None:   # its LP's value already reached the best upper bound
-                self.t["cert"] += time.perf_counter() - t0
-                return False
-        Zc, cert = certify(Z, self.eps, *self.space.neighbor_pairs)
-        self.t["cert"] += time.perf_counter() - t0
-        val = float(np.sum(self.C * Zc))
-        if val < self.ub:
-            self.ub, self.best = val, (Zc, cert)
-            return True
-        return False
-
-    def solve_free(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """Solve the exact free master and certify its matrix unless its value cannot beat ``ub``."""
-        f = self.free.solve(box=False)
-        self.t["free"] += f.seconds
-        if f.objective < self.ub:
-            self.certified(self.free.matrix(f.weights, self.K))
-        return f.duals, f.weights, f.seconds
-
-    def solve_elastic(self, lam_c: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """The elastic free master, its rows whose sums are off 1 re-solved by
-        :func:`repair_rows`, certified; None if the repair failed."""
-        e = self.free.solve(elastic=(lam_c, ELASTIC_WIDTH * self.delta))
-        self.t["free"] += e.seconds
-        t0 = time.perf_counter()
-        Z = mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist)
-        Z = repair_rows(Z, self.C, self.eps, self.edges, self.dist)
-        self.t["cert"] += time.perf_counter() - t0
-        self.counts["repaired_tried"] += 1
-        if Z is None:
-            self.counts["repaired_failed"] += 1
-            self.repair.failed()
-            return None
-        self.repair.succeeded()
-        if self.certified(Z):
-            self.counts["repaired_best"] += 1
-        return e.duals, e.weights, e.seconds
-
-    def solve_filled(self) -> float:
-        """The filled free master (built from the free master's columns the first time, then
-        given every new column), certified; returns its seconds."""
-        t0 = time.perf_counter()
-        if self.filled is None:
-            k0 = self.fill_output
-            self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance,
-                                       max_iterations=int(FILL_ITERATIONS * self.master.n))
-            self.filled.add(self.free.R, self.free.owner, self.free.cost)
-        Z = self.filled.solve()
-        secs = time.perf_counter() - t0
-        self.t["free"] += secs
-        self.counts["filled_tried"] += 1
-        if Z is None:
-            self.counts["filled_given_up"] = 1   # for the rest of the run
-        elif self.certified(Z):
-            self.counts["filled_best"] += 1
-        return secs
-
-    def upper_step(self, lam: np.ndarray, b: np.ndarray, slack: float) -> float:
-        """Improve the upper bound: the elastic free master (or, when its repair fails, the
-        exact one); the filled free master once that cover has leaned on the all-ones columns
-        at ``FILL_AFTER`` steps in a row; then, once the slack is small, the stabilised
-        master's own matrix. Returns the free masters' seconds."""
-        out = self.solve_elastic(lam) if self.repair.ready() else None
-        lam_f, b_f, secs_free = out if out is not None else self.solve_free()
-        ones = self.free.R[:, :self.n_comp] @ b_f[:self.n_comp]   # the first columns: all-ones, never pruned
-        self.leaning = self.leaning + 1 if float(ones.mean()) >= FILL_WHEN else 0
-        if (self.leaning >= FILL_AFTER and not self.counts["filled_given_up"]
-                and self.constant <= (1.0 + FILL_NEAR) * self.lb):
-            secs_free += self.solve_filled()
-        self.free.prune(lam_f, b_f, 4 * self.master.n)
-        if slack < REBALANCE_SLACK * self.master.n and self.rebalance.ready():
-            self.counts["rebalanced_tried"] += 1
-            if self.certified(self.master.matrix(b, self.K), rebalance=True):
-                self.counts["rebalanced_best"] += 1
-                self.rebalance.succeeded()
-            else:
-                self.rebalance.failed()
-        return secs_free
-
-    # ------------------------------------------------------------ lower bounds
-    def price(self, lam: np.ndarray, alpha: float, smooth: bool
-              ) -> tuple[float, np.ndarray, np.ndarray, float, int]:
+    def price(self, lam: np.ndarray, smooth: bool) -> tuple[float, np.ndarray, np.ndarray, int]:
         """Price at the smoothed duals and, when nothing prices out there or a second pass is
-        cheap against the master (:func:`_second_pass`), at the master's duals too; returns the
-        better of the two Lagrangian bounds, the duals it was taken at, the new columns, the
-        new smoothing weight and the pricing iterations."""
+        cheap against the master (:func:`second_pass`), at the master's duals too; returns the
+        better of the two Lagrangian bounds, the duals it was taken at, the new columns and the
+        pricing iterations (and adjusts the smoothing weight)."""
         center = self.master.center
+        alpha = self.alpha
         lam_s = center + (1.0 - alpha) * (lam - center) if smooth else lam
         bounds, Znew, iters = self.pricer.price(lam_s)
         lb_here, lam_lb = float(lam_s.sum() + bounds.sum()), lam_s
@@ -338,44 +161,44 @@ class _Decomposition:
             # Pessoa et al. (2018): if the Lagrangian rises from the smoothed point towards the
             # master's duals (subgradient 1 - sum_k z_k), smooth less; else smooth more
             if float((1.0 - Znew.sum(axis=1)) @ (lam - lam_s)) > 0:
-                alpha = max(0.0, alpha - 0.1)
+                self.alpha = max(0.0, alpha - 0.1)
             else:
-                alpha = min(0.95, alpha + 0.1 * (1.0 - alpha))
+                self.alpha = min(0.95, alpha + 0.1 * (1.0 - alpha))
         cols = new_columns(Znew, self.C, lam, self.comp, self.n_comp)
-        if smooth and (cols.shape[1] == 0
-                       or _second_pass(cols.shape[1], self.generated, self.K, iters, self.master)):
+        if smooth and (cols.shape[1] == 0 or second_pass(cols.shape[1], self.generated, self.K, iters, self.master,
+                                                         self.config)):
             bounds, Z_master, extra = self.pricer.price(lam)
             iters += extra
             cols = new_columns(np.hstack([Znew, Z_master]), self.C, lam, self.comp, self.n_comp)
             lb_master = float(lam.sum() + bounds.sum())
             if lb_master > lb_here:
                 lb_here, lam_lb = lb_master, lam
-        return lb_here, lam_lb, cols, alpha, iters
+        return lb_here, lam_lb, cols, iters
 
 
-def _result(d: _Decomposition, space: Space, status: Status, it: int, history: list[dict[str, Any]],
+def _result(loop: PricingLoop, space: Space, status: Status, it: int, history: list[dict[str, Any]],
             workers: int, t_start: float, t_build: float, gap: float) -> SolveResult:
-    if d.best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
-        d.solve_free()
-    assert d.best is not None
-    Zc, cert = d.best
-    upper_bound = d.ub * d.scale
-    lower = min(d.lb * d.scale, upper_bound)
-    all_e, all_d = space.neighbor_pairs
+    up = loop.upper
+    if up.best is None:  # no mechanism yet (e.g. a 1-round limit): solve the free master once
+        up.solve_free()
+    assert up.best is not None
+    t0 = time.perf_counter()
+    mech, cert = Mechanism.certified(space, up.best, method="outputs")
+    up.seconds["cert"] += time.perf_counter() - t0
+    upper_bound = float(np.sum(loop.C * mech.matrix)) * loop.scale
+    lower = min(loop.lb * loop.scale, upper_bound)
+    all_e = space.neighbor_pairs[0]
     N, K = space.n_records, space.n_outputs
-    mech = Mechanism(Zc, d.eps, all_e, all_d, geometry=space.geometry, output_records=space.output_records,
-                     cost=space.cost, prior=space.prior,
-                     metadata={"method": "outputs", "eta": space.eta, "instance": space.name, "seed": space.seed,
-                               "certify_mixing": cert.mixing})
-    stats = {"n_records": N, "n_outputs": K, "columns": d.master.n_cols, "edges": len(all_e),
-             "edges_kept": len(d.edges), "constraints_before": 2 * len(all_e) * K + N,
-             "constraints_after": 2 * len(d.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
-             "master_fallbacks": d.master.fallbacks + d.free.fallbacks, "pricing_fallbacks": d.pricer.fallbacks,
-             "pricing_failures": d.pricer.failures, "pricing_replays": getattr(d.pricer, "replays", 0),
-             "pricing_calls": list(getattr(d.pricer, "rounds", [])),
-             "executor": d.executor, **d.counts}
-    timings = {"build": t_build, "master": d.t["master"], "free_master": d.t["free"], "pricing": d.t["price"],
-               "certify": d.t["cert"], "total": time.perf_counter() - t_start}
+    stats = {"n_records": N, "n_outputs": K, "columns": loop.master.n_cols, "edges": len(all_e),
+             "edges_kept": len(loop.edges), "constraints_before": 2 * len(all_e) * K + N,
+             "constraints_after": 2 * len(loop.edges) * K + N, "certify_mixing": cert.mixing, "workers": workers,
+             "master_fallbacks": loop.master.fallbacks + up.free.fallbacks,
+             "pricing_fallbacks": loop.pricer.fallbacks, "pricing_failures": loop.pricer.failures,
+             "pricing_replays": loop.pricer.replays, "pricing_calls": list(loop.pricer.rounds),
+             "executor": loop.executor, "config": asdict(loop.config), **up.counts}
+    timings = {"build": t_build, "master": loop.seconds["master"], "free_master": up.seconds["free"],
+               "pricing": loop.seconds["price"], "certify": up.seconds["cert"],
+               "total": time.perf_counter() - t_start}
     true_gap = relative_gap(upper_bound, lower)
     return SolveResult(mechanism=mech, method="outputs", status=status, upper_bound=upper_bound, lower_bound=lower,
                        gap=true_gap, iterations=it, history=tuple(history), timings=timings, stats=stats,
@@ -385,7 +208,7 @@ def _result(d: _Decomposition, space: Space, status: Status, it: int, history: l
 def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500, time_limit: float | None = None,
                   reduce: bool = True, tolerance: float = 1e-9, workers: int | None = None,
                   executor: str | None = None, scheduler: str | None = None,
-                  progress: Progress | None = None) -> SolveResult:
+                  config: OutputsConfig | None = None, progress: Progress | None = None) -> SolveResult:
     """Solve PMO by the decomposition over outputs and return a certified mechanism.
 
     Stops at the relative ``gap`` between the certified cost and the rigorous lower bound, at
@@ -396,92 +219,125 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     (:class:`~certdp.pmo.outputs.pricing.ProcessPricer`), ``executor='dask'`` on a Dask
     cluster: the one at ``scheduler`` (an address; giving it implies 'dask'), or a LocalCluster
     of ``workers`` processes (:class:`~certdp.pmo.outputs.pricing.DaskPricer`). Either way the
-    result is the threaded run's, and a lost worker's outputs are rebuilt and replayed. Options
-    are checked by :func:`certdp.solve`.
+    result is the threaded run's, and a lost worker's outputs are rebuilt and replayed.
+    ``config`` is the engine's tuning (:class:`~certdp.pmo.outputs.config.OutputsConfig`; its
+    defaults when None). Options are checked by :func:`certdp.solve`.
     """
     executor = executor or ("dask" if scheduler else "threads")
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)} for the outputs decomposition, "
                          f"got {executor!r}")
+    config = config if config is not None else OutputsConfig()
     workers = default_workers() if workers is None else workers
     t_start = time.perf_counter()
     if executor == "process":
         start_worker_server()   # its imports overlap the build below
-    d = _Decomposition(space, reduce=reduce, tolerance=tolerance, workers=workers, executor=executor,
-                       scheduler=scheduler)
+    loop = PricingLoop(space, reduce=reduce, tolerance=tolerance, workers=workers, executor=executor,
+                       scheduler=scheduler, config=config)
     t_build = time.perf_counter() - t_start
-    N = space.n_records
-    alpha = 0.5
     history: list[dict[str, Any]] = []
-    status = Status.ITERATION_LIMIT
-    lb_at_free = -math.inf
-    it_free = it = 0
-    tol_cap = MASTER_TOL
     try:
-        for it in range(1, max_iterations + 1):
-            # an inexact master (primal-dual column generation): solved to a tenth of the gap
-            g_now = relative_gap(d.ub, d.lb) if math.isfinite(d.ub) else math.inf
-            tol = max(EXACT_TOL, min(tol_cap, 0.1 * g_now))
-            lam, b, slack, obj, value, secs = d.master.solve(tol=tol)
-            d.t["master"] += secs
-            t0 = time.perf_counter()
-            lb_here, lam_lb, cols, alpha, p_iters = d.price(lam, alpha, smooth=it > 1 and alpha > 0)
-            tp = time.perf_counter() - t0
-            d.t["price"] += tp
-            serious = lb_here > d.lb
-            if serious:                  # a serious step: move the box to these duals
-                d.lb = lb_here
-                d.master.set_box(lam_lb, d.master.delta)
-            secs_free = 0.0
-            # the upper bound moves little after the first rounds (grid-500: 0.6% from round 7
-            # to 20, while the lower bound moves 3%): improve it every 5 rounds (the columns
-            # move it too), and when the gap is near the target, the lower bound has moved, the
-            # stabilised master's value could close the gap and the last upper step is at least
-            # UPPER_EVERY rounds back. That value bounds every
-            # mechanism in the span of the stabilised master's columns; the free master keeps
-            # more columns and the repair leaves the span, so this is a filter, not a proof
-            # (it decides only which candidates are tried; every bound stays rigorous)
-            closable = value <= d.lb / (1.0 - gap) * (1.0 + tol)
-            if (not math.isfinite(d.ub) or it - it_free >= 5
-                    or (closable and d.lb > lb_at_free and gap < relative_gap(d.ub, d.lb) <= 2 * gap
-                        and it - it_free >= UPPER_EVERY)):
-                it_free, lb_at_free = it, d.lb
-                secs_free = d.upper_step(lam, b, slack)
-            if math.isfinite(d.ub) and d.lb > d.ub * (1 + 1e-7) + 1e-12:
-                raise AssertionError(f"lower bound {d.lb} exceeds the certified cost {d.ub}")
-            g = relative_gap(d.ub, d.lb)
-            rec = {"iteration": it, "lower_bound": d.lb * d.scale, "upper_bound": d.ub * d.scale, "gap": g,
-                   "master_objective": obj * d.scale, "master_value": value * d.scale, "slack": slack, "box": float(np.max(d.master.delta)),
-                   "cuts_added": int(cols.shape[1]), "columns": d.master.n_cols, "master_seconds": secs,
-                   "master_iterations": d.master.iterations, "master_tolerance": tol,
-                   "free_master_seconds": secs_free, "sub_seconds": tp, "pricing_iterations": p_iters,
-                   "smoothing": alpha, "elapsed": time.perf_counter() - t_start}
-            history.append(rec)
-            report(progress, "round", bounds_line("round", rec, "columns", "columns"), rec)
-            if g <= gap:
-                status = Status.OPTIMAL
-                break
-            if time_limit is not None and time.perf_counter() - t_start >= time_limit:
-                status = Status.TIME_LIMIT
-                break
-            if cols.shape[1] > 0:
-                # above 1.75N columns, prune those idle at the master's weights for two rounds
-                # running: every IPM step costs ~ columns x N^2, and too few columns cost rounds
-                # (grid-2000 / gauss-1000: 2N 147.8 s / 38.6 s, 1.75N 125.5 s / 34.3 s, 1.5N
-                # 123.5 s / 56.1 s); one idle round is not enough (a small Gaussian case then
-                # deletes and prices the same two columns in turn and its bound stalls)
-                rec["deleted"] = d.master.prune(lam, b, int(1.75 * N), weight=1e-3, reduced=1e-4, patience=2)
-                d.add(cols)
-                d.generated += cols.shape[1]
-            elif not serious:            # nothing prices out and the box did not move
-                if tol > EXACT_TOL:      # the duals may be off by the tolerance: solve more exactly
-                    tol_cap = tol / 10
-                elif slack > 1e-6:         # the box binds where it stands: widen it
-                    d.master.set_box(d.master.center, d.master.delta * 10)
-                else:                    # and it does not bind: done
-                    d.solve_free()
-                    status = Status.OPTIMAL if relative_gap(d.ub, d.lb) <= gap else Status.STALLED
-                    break
+        status, it = _rounds(loop, gap, max_iterations, time_limit, t_start, history, progress)
     finally:
-        d.pricer.close()
-    return _result(d, space, status, it, history, workers, t_start, t_build, gap)
+        loop.pricer.close()
+    return _result(loop, space, status, it, history, workers, t_start, t_build, gap)
+
+
+class _Meter:
+    """Process CPU seconds and the peak resident memory after each part of a round (what each
+    part costs, for the benchmarks; the run reads neither)."""
+
+    def __init__(self) -> None:
+        self.record: dict[str, float] = {}
+        self.cpu = time.process_time()
+
+    def part(self, name: str) -> None:
+        now = time.process_time()
+        self.record[f"{name}_cpu"] = now - self.cpu
+        self.cpu = now
+        if resource is not None:
+            self.record[f"{name}_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _upper_due(it: int, it_upper: int, lb_at_upper: float, value: float, tol: float, lb: float, ub: float,
+               gap: float, config: OutputsConfig) -> bool:
+    """Whether round ``it`` takes an upper step. The upper bound moves little after the first
+    rounds (grid-500: 0.6% from round 7 to 20, while the lower bound moves 3%): every
+    ``upper_every`` rounds (the columns move it too), and when the gap is near the target, the
+    lower bound has moved, the stabilised master's ``value`` could close the gap and the last
+    upper step is at least ``upper_near`` rounds back. That value bounds every mechanism in the
+    span of the stabilised master's columns; the free master keeps more columns and the repair
+    leaves the span, so this is a filter, not a proof (it decides only which candidates are
+    tried; every bound stays rigorous)."""
+    if not math.isfinite(ub) or it - it_upper >= config.upper_every:
+        return True
+    closable = value <= lb / (1.0 - gap) * (1.0 + tol)
+    return (closable and lb > lb_at_upper and gap < relative_gap(ub, lb) <= 2 * gap
+            and it - it_upper >= config.upper_near)
+
+
+def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: float | None, t_start: float,
+            history: list[dict[str, Any]], progress: Progress | None) -> tuple[Status, int]:
+    """The rounds of a run, recorded into ``history``; the status and the last round."""
+    cfg, up, master = loop.config, loop.upper, loop.master
+    N = loop.space.n_records
+    status = Status.ITERATION_LIMIT
+    lb_at_upper = -math.inf
+    it_upper = it = 0
+    tol_cap = cfg.master_tolerance
+    for it in range(1, max_iterations + 1):
+        # an inexact master (primal-dual column generation): solved to a share of the gap
+        g_now = relative_gap(up.ub, loop.lb) if math.isfinite(up.ub) else math.inf
+        tol = max(cfg.exact_tolerance, min(tol_cap, cfg.gap_share * g_now))
+        meter = _Meter()
+        lam, b, slack, obj, value, secs = master.solve(tol=tol)
+        loop.seconds["master"] += secs
+        meter.part("master")
+        t0 = time.perf_counter()
+        lb_here, lam_lb, cols, p_iters = loop.price(lam, smooth=it > 1 and loop.alpha > 0)
+        tp = time.perf_counter() - t0
+        loop.seconds["price"] += tp
+        meter.part("pricing")
+        serious = lb_here > loop.lb
+        if serious:                  # a serious step: move the box to these duals
+            loop.lb = lb_here
+            master.set_box(lam_lb, master.delta)
+        free_before = up.seconds["free"]
+        if _upper_due(it, it_upper, lb_at_upper, value, tol, loop.lb, up.ub, gap, cfg):
+            it_upper, lb_at_upper = it, loop.lb
+            up.step(lam, loop.delta, master, b, slack, loop.lb)
+        meter.part("upper")
+        if math.isfinite(up.ub) and loop.lb > up.ub * (1 + 1e-7) + 1e-12:
+            raise AssertionError(f"lower bound {loop.lb} exceeds the certified cost {up.ub}")
+        g = relative_gap(up.ub, loop.lb)
+        rec = {"iteration": it, "lower_bound": loop.lb * loop.scale, "upper_bound": up.ub * loop.scale, "gap": g,
+               "master_objective": obj * loop.scale, "master_value": value * loop.scale, "slack": slack,
+               "box": float(np.max(master.delta)), "cuts_added": int(cols.shape[1]), "columns": master.n_cols,
+               "master_seconds": secs, "master_iterations": master.iterations, "master_work": master.work,
+               "master_tolerance": tol, "free_master_seconds": up.seconds["free"] - free_before,
+               "free_columns": up.free.n_cols, "sub_seconds": tp, "pricing_iterations": p_iters,
+               "pricing_rows": loop.pricer.working_rows, "master_flops": master.flops, "free_flops": up.free.flops,
+               "smoothing": loop.alpha, "elapsed": time.perf_counter() - t_start, **meter.record}
+        history.append(rec)
+        report(progress, "round", bounds_line("round", rec, "columns", "columns"), rec)
+        if g <= gap:
+            return Status.OPTIMAL, it
+        if time_limit is not None and time.perf_counter() - t_start >= time_limit:
+            return Status.TIME_LIMIT, it
+        if cols.shape[1] > 0:
+            # above the column limit, prune those idle at the master's weights for two rounds
+            # running: every IPM step costs ~ columns x N^2, and too few columns cost rounds;
+            # one idle round is not enough (a small Gaussian case then deletes and prices the
+            # same two columns in turn and its bound stalls)
+            rec["deleted"] = master.prune(lam, b, int(cfg.columns * N), weight=1e-3, reduced=1e-4, patience=2)
+            loop.add(cols)
+            loop.generated += cols.shape[1]
+        elif not serious:            # nothing prices out and the box did not move
+            if tol > cfg.exact_tolerance:   # the duals may be off by the tolerance: solve more exactly
+                tol_cap = tol / 10
+            elif slack > 1e-6:         # the box binds where it stands: widen it
+                master.set_box(master.center, master.delta * 10)
+            else:                    # and it does not bind: done
+                up.solve_free()
+                return (Status.OPTIMAL if relative_gap(up.ub, loop.lb) <= gap else Status.STALLED), it
+    return status, it

@@ -1,0 +1,301 @@
+"""The outputs decomposition on real road networks at growing density (issue 49): every network
+of :data:`certdp.experiments.instances.NETWORKS` in several boxes, the worst case beside the
+median, and what each part of a round costs.
+
+    python -m benchmarks.paper000.growing [--networks helsinki goldcoast sydney city]
+        [--sizes 1000 2000] [--boxes 0 1 2] [--cap 600] [--executor threads] [--heldout]
+        [--jobs 1] [--name growing] [--config KEY=VALUE ...] [--baseline SRC] [--rounds 500]
+
+Instances: :func:`certdp.experiments.instances.growing` (about (N - 1) / 48 neighbours a
+record, eta 2 km where the network allows it, epsilon x the median neighbour distance = 1,
+K = 100). ``--heldout`` runs the networks of ``$CERTDP_HELDOUT/roads`` instead (to confirm,
+never to tune). Every solve runs in its own process (``--jobs`` of them side by side), with
+``time_limit`` = ``--cap``; the table is rewritten after every run. Each row gives the wall and CPU seconds (the machine is
+shared: CPU seconds and counts are steadier than wall seconds), and per part of a round
+(the stabilised master, pricing, the upper bound): wall and CPU seconds, the dense masters'
+flops, the pricing simplex iterations and cone rows in the models, and the peak memory after
+each part. The results file records the commit and the machine's load at start and end.
+``--baseline SRC`` runs every instance a second time with certdp imported from SRC (the ``src``
+folder of another commit, e.g. from ``git archive``), side by side in the same run: the
+comparison of two designs on the same instances under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from .._common import output_args, write_table
+
+PARTS = ("master", "pricing", "upper")
+
+
+def commit() -> str:
+    """The commit of the checkout that runs (with '+' when it has uncommitted changes)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def parse_config(items: list[str]):
+    """``KEY=VALUE`` pairs into an :class:`~certdp.pmo.outputs.config.OutputsConfig`."""
+    from dataclasses import fields
+
+    from certdp.pmo.outputs.config import OutputsConfig
+
+    types = {f.name: f.type for f in fields(OutputsConfig)}
+    values = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if key not in types:
+            raise SystemExit(f"Error: --config {item}: OutputsConfig has no field {key!r}")
+        values[key] = int(value) if types[key] == "int" else float(value)
+    return OutputsConfig(**values)
+
+
+def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config, conn,
+           src: str | None = None, rounds: int = 500) -> None:
+    import resource
+    import sys
+
+    if src:                                            # the baseline design: certdp from SRC
+        sys.path.insert(0, src)
+
+    from certdp import solve
+    from certdp.experiments.instances import growing
+
+    from .scale import _TreeMemory
+
+    try:
+        tree = _TreeMemory() if executor != "threads" else None
+        t0 = time.perf_counter()
+        space = growing(network, n, box)
+        build = time.perf_counter() - t0
+        i, _ = space.neighbor_pairs
+        cpu0 = time.process_time()
+        res = solve(space, "outputs", gap=gap, time_limit=cap, executor=executor, config=config,
+                    max_iterations=rounds)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        h = res.history
+        out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
+               "cpu_seconds": time.process_time() - cpu0 + usage.ru_utime + usage.ru_stime,
+               "gap": res.gap, "loss": res.upper_bound, "lower": res.lower_bound,
+               "audit": bool(res.mechanism.verification.passed),
+               "candidates": {k: v for k, v in res.stats.items()
+                              if k.endswith(("_tried", "_best", "_failed", "_given_up"))},
+               **{f"{k}_seconds": float(v) for k, v in res.timings.items() if k != "total"},
+               **{f"{p}_cpu": float(sum(r.get(f"{p}_cpu", 0.0) for r in h)) for p in PARTS},
+               **{f"{p}_peak_mb": float(max((r.get(f"{p}_peak_mb", 0.0) for r in h), default=0.0)) for p in PARTS},
+               "master_flops": h[-1]["master_flops"] if h else 0.0, "free_flops": h[-1]["free_flops"] if h else 0.0,
+               "pricing_iterations": int(sum(r["pricing_iterations"] for r in h)),
+               "pricing_rows": h[-1]["pricing_rows"] if h else 0, "columns": res.stats["columns"],
+               "history": [dict(r) for r in h]}
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        out.update(build_seconds=build, neighbours=2 * len(i) / space.n_records, epsilon=space.epsilon,
+                   eta=space.eta, pairs=len(i), peak_mb=max(peak, tree.close()) if tree is not None else peak)
+        conn.send(out)
+    except Exception as exc:                           # reported in the table, not raised
+        conn.send({"status": f"error: {type(exc).__name__}: {exc}"})
+
+
+def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jobs: int, rounds: int = 500):
+    """Yield each run's record as it ends, ``jobs`` solves at a time (one process each); a key
+    is ``(network, N, box, design, src)``."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("spawn")
+    todo, live = list(keys), {}
+    while todo or live:
+        while todo and len(live) < jobs:
+            network, n, box, design, src = todo.pop(0)
+            print(f"{network} N={n} box {box} {design} ...", flush=True)
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send, src, rounds))
+            proc.start()
+            send.close()   # the child holds the only writing end: its death reads as the end of the pipe
+            live[recv] = (proc, network, n, box, design, time.monotonic())
+        ready = wait(list(live), timeout=60)
+        for recv in list(live):
+            proc, network, n, box, design, started = live[recv]
+            if recv in ready:
+                try:
+                    res = recv.recv()
+                except EOFError:
+                    res = {"status": f"the solving process ended without an answer (exit code {proc.exitcode})"}
+            elif time.monotonic() - started > cap + 1800:
+                res = {"status": f"killed after {cap + 1800:g} s"}
+            else:
+                continue
+            del live[recv]
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            yield {"network": network, "n": n, "box": box, "design": design, **res}
+
+
+def _summary(raw: list[dict], gap: float) -> list[list]:
+    """Per network and size: the median and the worst run over the boxes."""
+    rows = []
+    for key in sorted({(r["network"], r["n"], r["design"]) for r in raw}, key=lambda k: (k[1], k[0], k[2])):
+        sel = [r for r in raw if (r["network"], r["n"], r["design"]) == key and "seconds" in r]
+        if not sel:
+            continue
+        secs = [r["seconds"] for r in sel]
+        cpu = [r["cpu_seconds"] for r in sel]
+        worst = max(sel, key=lambda r: (r["gap"] > gap * 1.0001, r["seconds"]))
+        rows.append([key[0], key[1], key[2], len(sel), f"{statistics.median(r['neighbours'] for r in sel):.1f}",
+                     statistics.median(secs), worst["seconds"], statistics.median(cpu), max(cpu),
+                     statistics.median(r["rounds"] for r in sel), max(r["rounds"] for r in sel),
+                     max(r["gap"] for r in sel), max(r["peak_mb"] for r in sel),
+                     sum(r["gap"] <= gap * 1.0001 for r in sel), all(r["audit"] for r in sel)])
+    return rows
+
+
+def _per_round(raw: list[dict]) -> list[str]:
+    """What a round costs, per part: CPU seconds of the stabilised master and of pricing per
+    round (pricing's first round apart: it builds the working sets), CPU seconds per upper step,
+    and the counts that do not depend on the machine's load: the dense masters' Gflop (per
+    round, and per upper step for the free master), pricing simplex iterations per round after
+    the first, and the cone rows in the pricing models."""
+    out = ["", "Per round, by part (runs cut by the cap count the rounds they finished):", "",
+           "| network | N | design | pairs | rounds | master CPU s / round | master Gflop / round | pricing CPU s "
+           "round 1 | pricing CPU s / later round | simplex its / later round | cone rows | upper CPU s / step "
+           "| free Gflop / step | peak MB |", "|" + "---|" * 14]
+    for r in sorted((r for r in raw if r.get("history")), key=lambda r: (r["n"], r["network"], r["design"])):
+        h = r["history"]
+        rounds, later = len(h), h[1:] or h
+        steps = [x for x in h if x.get("free_master_seconds", 0.0) > 0 or x.get("upper_cpu", 0.0) > 0.01]
+        out.append("| " + " | ".join(_fmt(v) for v in [
+            r["network"], r["n"], r["design"], r["pairs"], rounds,
+            sum(x["master_cpu"] for x in h) / rounds, h[-1]["master_flops"] / 1e9 / rounds, h[0]["pricing_cpu"],
+            sum(x["pricing_cpu"] for x in later) / len(later),
+            sum(x["pricing_iterations"] for x in later) / len(later), h[-1]["pricing_rows"],
+            sum(x["upper_cpu"] for x in steps) / max(1, len(steps)), h[-1]["free_flops"] / 1e9 / max(1, len(steps)),
+            r["peak_mb"]]) + " |")
+    return out
+
+
+def _ratios(raw: list[dict]) -> list[str]:
+    """This design against the baseline on each instance both finished: CPU seconds, peak
+    memory and rounds as ratios (this / baseline)."""
+    done = {(r["network"], r["n"], r["box"], r["design"]): r for r in raw if "seconds" in r}
+    pairs = [(k[:3], r, done[(*k[:3], "baseline")]) for k, r in done.items()
+             if k[3] == "this" and (*k[:3], "baseline") in done]
+    if not pairs:
+        return []
+    out = ["", "This design against the baseline, same instances, same run (ratios this / baseline):", "",
+           "| network | N | box | CPU s | peak MB | rounds | gap (this, baseline) |", "|---|---|---|---|---|---|---|"]
+    for k, r, b in sorted(pairs, key=lambda p: (p[0][1], p[0][0], p[0][2])):
+        out.append(f"| {k[0]} | {k[1]} | {k[2]} | {r['cpu_seconds'] / b['cpu_seconds']:.3f} | "
+                   f"{r['peak_mb'] / b['peak_mb']:.3f} | {r['rounds']} / {b['rounds']} | {r['gap']:.4f}, {b['gap']:.4f} |")
+    return out
+
+
+def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: str,
+          solved_by: str | None = None, solved_with: str | None = None) -> None:
+    """Write the tables; ``solved_by`` is the commit of the runs (the checkout's by default),
+    ``solved_with`` their command (this one by default)."""
+    from .._common import command
+
+    solved_by = solved_by or commit()
+    solved_with = solved_with or command()
+    rows = []
+    for r in raw:
+        if "seconds" not in r:
+            rows.append([r["network"], r["n"], r["box"], r["design"], "-", r["status"]] + ["-"] * 14)
+            continue
+        rows.append([r["network"], r["n"], r["box"], r["design"], f"{r['neighbours']:.1f}", r["status"], r["rounds"],
+                     r["seconds"], r["cpu_seconds"], r["gap"], r["peak_mb"], r["audit"],
+                     *(r[f"{p}_cpu"] for p in PARTS), r["master_flops"] / 1e9, r["free_flops"] / 1e9,
+                     r["pricing_iterations"] / 1e6, r["pricing_rows"], r["columns"]])
+    summary = _summary(raw, a.gap)
+    notes = [f"solved by `{solved_with}`", f"commit {solved_by}; started {started}; load average (1, 5, 15 min) at start "
+             f"{', '.join(f'{x:.2f}' for x in load[0])}" + (f", at the end {', '.join(f'{x:.2f}' for x in load[-1])}"
+                                                            if len(load) > 1 else ""),
+             f"cap {a.cap:g} s per solve; stop at a {a.gap:g} certified gap; pricing on {a.executor}"
+             + ("" if a.executor == "threads" else " (peak MB: the solving process and its workers together)"),
+             "CPU s: the solving process's CPU seconds (all its threads and child processes); master / pricing / "
+             "upper CPU s: per part of the rounds; Gflop: the dense masters' work, (rows^2 x columns + rows^3 / 3) "
+             "x interior-point steps; Msimplex: pricing simplex iterations; cone rows: in the pricing models at "
+             "the end (their LPs' size beyond N)",
+             f"configuration: {a.config_items or 'the defaults'}",
+             "", "Median and worst case over the boxes (worst: the slowest run, or one that missed the gap):", "",
+             "| network | N | design | boxes | neighbours | median s | worst s | median CPU s | worst CPU s | median rounds "
+             "| worst rounds | worst gap | worst peak MB | at the gap | all audited |",
+             "|" + "---|" * 15]
+    notes += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in summary]
+    notes += _per_round(raw) + _ratios(raw)
+    write_table(a.name, "Outputs decomposition on road networks at growing density (K = 100, 1% gap)",
+                ["network", "N", "box", "design", "neighbours", "status", "rounds", "seconds", "CPU s", "gap", "peak MB",
+                 "audit", "master CPU s", "pricing CPU s", "upper CPU s", "master Gflop", "free Gflop",
+                 "Msimplex", "cone rows", "columns"], rows, notes=notes,
+                raw={"load": load, "commit": solved_by, "command": solved_with, "runs": raw}, args=a)
+
+
+def _fmt(v) -> str:
+    from .._common import fmt
+
+    return fmt(v)
+
+
+def main() -> None:
+    from certdp.experiments.instances import NETWORKS, heldout_networks
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tables-from", default=None, metavar="JSON",
+                    help="write the tables again from a results file's runs (nothing is solved)")
+    ap.add_argument("--networks", nargs="+", default=list(NETWORKS))
+    ap.add_argument("--heldout", action="store_true", help="run the held-out networks instead (confirm only)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
+    ap.add_argument("--boxes", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--cap", type=float, default=600.0)
+    ap.add_argument("--rounds", type=int, default=500, help="round limit (the same work for every design)")
+    ap.add_argument("--gap", type=float, default=0.01)
+    ap.add_argument("--executor", default="threads", choices=["threads", "process", "dask"])
+    ap.add_argument("--jobs", type=int, default=1, help="solves side by side (one process each)")
+    ap.add_argument("--name", default="growing")
+    ap.add_argument("--baseline", default=None, metavar="SRC",
+                    help="also run every instance with certdp imported from SRC (another commit's src folder)")
+    ap.add_argument("--config", dest="config_items", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="OutputsConfig fields to change")
+    a = output_args(ap).parse_args()
+    config = parse_config(a.config_items)
+    if a.tables_from:
+        import json
+
+        saved = json.loads(Path(a.tables_from).read_text())
+        runs = [{"design": "this", **r} for r in saved["runs"]]
+        table(runs, a, saved["load"], "as recorded", saved["commit"], saved.get("command"))
+        return
+    networks = heldout_networks() if a.heldout else a.networks
+    if a.heldout and not networks:
+        print("no held-out networks ($CERTDP_HELDOUT/roads is unset or empty): nothing to run")
+        return
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    load = [os.getloadavg()]
+    raw: list[dict] = []
+    designs = [("this", None)] + ([("baseline", str(Path(a.baseline).resolve()))] if a.baseline else [])
+    keys = [(network, n, box, *d) for n in a.sizes for network in networks for box in a.boxes for d in designs]
+    for r in run_all(keys, a.cap, a.gap, a.executor, config, a.jobs, a.rounds):
+        raw.append(r)
+        print(r["network"], r["n"], r["box"], {k: r.get(k) for k in ("status", "rounds", "seconds", "cpu_seconds",
+                                                                    "gap", "peak_mb")}, flush=True)
+        table(raw, a, load + [os.getloadavg()], started)
+    if not raw:
+        print("nothing to run")
+
+
+if __name__ == "__main__":
+    main()
