@@ -25,11 +25,8 @@ the table says otherwise). Epsilon 0.1 unless ``--epsilon``.
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
-import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -66,26 +63,10 @@ LEAVE_ONE_OUT = [("improved", {"variant": "improved"}),
                  ("improved, the paper's shares", {"variant": "improved", "alpha": 0.3, "gamma": 0.9, "beta": 0.4})]
 
 
-@functools.lru_cache(maxsize=1)
-def commit() -> str:
-    """The commit the run started from, marked when its code (``src``, ``benchmarks`` outside the
-    results folders) differs from it; read once, at the start, so that editing the tree while a
-    long run goes on does not change what the file says it ran."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "benchmarks",
-                                ":(exclude)benchmarks/*/results/*"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (with uncommitted changes)" if dirty else "")
-
-
 def provenance(labels=(PAPER, IMPROVED)) -> list[str]:
-    """Notes every results file carries: the commit and what each RIPOST label ran."""
-    out = [f"Commit: {commit()}"]
+    """Notes every results file carries: what each RIPOST label ran (the commit is in the header
+    ``write_table`` writes)."""
+    out = []
     if PAPER in labels:
         out.append("ripost (paper): variant='paper', Algorithms 1-3 as published (alpha 0.3, gamma 0.9, beta 0.4, "
                    "k = os = 4, fixed leaves)")
@@ -500,7 +481,6 @@ def main() -> None:
     if not (DATA / "adult.data").is_file():
         print(f"skipped: the Adult data is not in {DATA}")
         return
-    commit()
     df, doms = load()
     {"5": figure5, "7": figure7, "7causes": figure7_causes, "15": figure15, "3": figure3, "ablation": ablation,
      "leave-one-out": ablation, "scale": scale,
