@@ -5,6 +5,11 @@ or ``bash run.sh bench paper000.decompositions``). Results go to the script's ow
 folder, or to ``--out DIR``. A file that is already there (a committed result) is never
 replaced by surprise: the new one is written beside it with the run's time in its name, unless
 ``--force`` says to replace it.
+
+Each table's header says what produced it: the title, the ``Command:`` that reruns it (a module
+under ``benchmarks/``), the ``Commit:`` of the code that ran, the ``Variant:`` when the script's
+arguments choose one (``--variant`` or ``--variants``), and the machine and time of the run.
+``python -m benchmarks.index`` lists every table from these lines in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -130,11 +135,23 @@ def command() -> str:
         return f"python {script.name} {' '.join(sys.argv[1:])}".rstrip()
 
 
+def variant(args: argparse.Namespace | None) -> str | None:
+    """The variant the run's arguments choose (``--variant``, or every one of ``--variants``), or
+    None when the script has no such argument."""
+    for key in ("variant", "variants"):
+        value = getattr(args, key, None)
+        if value is not None:
+            return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return None
+
+
 def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                 notes: Sequence[str] = (), raw: Any = None, args: argparse.Namespace | None = None) -> Path:
-    """Print a markdown table and write it (plus the raw results as JSON, with the command and
-    the commit) as NAME.md / NAME.json (see the module docstring for where)."""
+    """Print a markdown table and write it (plus the raw results as JSON, with the command, the
+    commit and the variant) as NAME.md / NAME.json (see the module docstring for where)."""
+    chosen = variant(args)
     lines = [f"# {title}", "", f"Command: `{command()}`", f"Commit: {commit()}",
+             *([f"Variant: {chosen}"] if chosen is not None else []),
              f"Machine: {machine()}; run {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---" for _ in columns) + "|")
@@ -148,6 +165,7 @@ def write_table(name: str, title: str, columns: Sequence[str], rows: Sequence[Se
     path = target(name, ".md", args)
     path.write_text(text)
     if raw is not None:
-        record = {"command": command(), "commit": commit(), "results": raw}
+        record = {"command": command(), "commit": commit(), **({"variant": chosen} if chosen is not None else {}),
+                  "results": raw}
         target(name, ".json", args).write_text(json.dumps(record, indent=1, default=str))
     return path

@@ -240,11 +240,14 @@ METHODS: dict[str, Method] = {m.name: m for m in (
             "workers": Option(int, "subproblem threads, processes or Dask workers", _count),
             "partition": _choices("how to partition the records", PARTITIONERS),
             "subsets": Option(int, "number of subsets M", _subsets, default="25, or N when fewer"),
-            "initial_cuts": _choices("Property 3.2 cuts between non-neighbouring boundary records of a subset, "
-                                     "or none", INITIAL_CUTS),
-            "variant": _choices("'paper' is the algorithm as published; 'improved' adds elastic blocks, a certified "
-                                "upper bound every round, a stabilised master and the envelope inequalities",
-                                tuple(VARIANTS)),
+            "reduce": Option(bool, _REDUCE.help, _flag, default="the variant's: False for paper, True for improved"),
+            "initial_cuts": Option(str, "Property 3.2's initial cuts: every non-neighbouring pair of boundary "
+                                   "records (union, as published), only pairs within a subset, or none",
+                                   choices=INITIAL_CUTS, default="the variant's: union for paper, subset for improved"),
+            "variant": _choices("'paper' is the algorithm as published (HiGHS refuses it at large eps x eta); "
+                                "'improved' adds a ratio cap, cleaned cuts, the edge reduction, elastic blocks, a "
+                                "certified upper bound every round, a stabilised master and the envelope "
+                                "inequalities", tuple(VARIANTS)),
             "seed": Option(int, "seed of the k-means partitioners", _seed, command_line=False),
             "runner_factory": Option(object, "f(blocks) -> Runner, in place of executor", _callable,
                                      command_line=False),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -14,10 +15,11 @@ from hypothesis import strategies as st
 from certdp import solve
 from certdp.audit import verify
 from certdp.cli import main
-from certdp.datasets.city import grid_city, helsinki
+from certdp.datasets.city import grid_city, helsinki, load_world
 from certdp.experiments.lrgeo import world_space
 from certdp.lrgeo.measures import (column_inference, measure_round, relaxed_lower_bound, violation_bounds,
                                    violations)
+from certdp.lrgeo.memory import MemoryLimitError, estimate_round
 from certdp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from certdp.lrgeo.protocol import run_round
 from certdp.lrgeo.server import LRGeoServer
@@ -354,6 +356,115 @@ def test_relaxed_lower_bound_survives_ratios_beyond_floats_reach():
     assert 0.0 <= lb <= 1e-9          # every row may keep its own location: cost 0
     lb1, _ = relaxed_lower_bound(D, 4.0, 0.2, c, np.arange(3))
     assert lb1 > 0.05                 # a small epsilon keeps the pairs and forces spreading
+
+
+def test_bbox_lays_the_grid_over_that_area_of_the_network(tmp_path):
+    city = grid_city(8, 8, cell_km=0.5, seed=2)
+    net = _write_network(city, tmp_path)
+    lon_min, lat_min, lon_max, lat_max = city.bbox
+    box = (lon_min, lat_min, (lon_min + lon_max) / 2, (lat_min + lat_max) / 2)    # the south-west quarter
+    w = load_world("gridcity", 4, 4, network=net, bbox=",".join(map(str, box)))
+    assert w.bbox == box and w.K == 16
+    assert np.all((w.latlon[:, 1] > box[0]) & (w.latlon[:, 1] < box[2]))
+    assert np.all((w.latlon[:, 0] > box[1]) & (w.latlon[:, 0] < box[3]))
+    res = CliRunner().invoke(main, ["lrgeo", "--network", net, "--bbox", ",".join(map(str, box)), "--grid", "4x4",
+                                    "--users", "2", "--json", "--seed", "1", "--scaled-settings", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["world"]["bbox"] == [round(v, 7) for v in box]
+
+
+_finite = st.floats(-200, 200, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(box=st.one_of(st.lists(st.one_of(_finite, st.just(math.nan), st.just(math.inf)), min_size=3, max_size=5),
+                     st.text(max_size=30)))
+def test_a_bad_bbox_is_one_line_naming_it(tmp_path, box):
+    """Any four numbers, a NaN, an inverted or empty box, a box away from the network, or
+    text: either the grid covers that area of the network, or one ValueError naming bbox."""
+    city = _small_city()
+    net = _written(tmp_path)
+    text = box if isinstance(box, str) else ",".join(map(str, box))
+    try:
+        w = load_world("gridcity", 3, 3, network=net, bbox=text)
+    except ValueError as exc:
+        assert str(exc).startswith("bbox") and "\n" not in str(exc)
+        return
+    lon_min, lat_min, lon_max, lat_max = w.bbox
+    assert lon_min < lon_max and lat_min < lat_max and all(map(math.isfinite, w.bbox))
+    ll = city.road.latlon     # the box holds a node of the network
+    assert np.any((ll[:, 1] >= lon_min) & (ll[:, 1] <= lon_max) & (ll[:, 0] >= lat_min) & (ll[:, 0] <= lat_max))
+
+
+def test_cli_refuses_a_bad_bbox_with_exit_2(tmp_path):
+    net = _write_network(_small_city(), tmp_path)
+    for box in ("10,10,11,11", "45.1,10,45,10.1", "nan,1,2,3", "1,2,3", "a,b,c,d"):
+        for cmd in (["lrgeo"], ["lrgeo", "serve", "--port", "0"]):
+            r = CliRunner().invoke(main, [*cmd, "--network", net, "--bbox", box, "--grid", "3x3", "--quiet"])
+            assert r.exit_code == 2 and r.output.startswith("Error: --bbox") and r.output.count("\n") == 1, r.output
+    r = CliRunner().invoke(main, ["lrgeo", "--dataset", "gridcity", "--bbox", "1,2,3,4", "--grid", "3x3"])
+    assert r.exit_code == 2 and "--bbox" in r.output
+
+
+@functools.lru_cache(maxsize=1)
+def _small_city():
+    return grid_city(6, 6, cell_km=0.5, seed=3)
+
+
+def _written(tmp_path):
+    folder = tmp_path / "net"
+    if not (folder / "n.csv").is_file():
+        folder.mkdir(exist_ok=True)
+        _write_network(_small_city(), folder)
+    return f"{folder / 'n.csv'},{folder / 'e.csv'}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(3, 12), cols=st.integers(3, 12), gamma=st.floats(1.0, 3.0), lr=st.floats(1.0, 5.0),
+       r_obf=st.floats(0.5, 4.0), r_exp=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
+def test_the_memory_estimate_counts_bound_every_users_arrays(rows, cols, gamma, lr, r_obf, r_exp, seed):
+    """The counts the estimate is made of (from the grid alone) bound every user's LR set,
+    obfuscation range, free entries and Geo-Ind neighbours, wherever the user is."""
+    w = grid_city(rows, cols, cell_km=0.3, seed=seed % 7)
+    c = w.cell
+    P = LRGeoParams(epsilon=1.0 / c, gamma=gamma * c, Gamma=max(lr, gamma) * c, r_obf=r_obf * c,
+                    r_exp=min(r_exp, r_obf) * c, cell=c / 4)
+    est = estimate_round(w, P, 2)
+    loc = int(np.random.default_rng(seed).integers(w.K))
+    u = LRGeoUser(w, loc, P, rng=seed) if _lr_ok(w, P, loc) else None
+    if u is None:
+        return
+    counts = est.counts
+    assert u.n <= counts.lr and len(u.obf) <= counts.columns
+    D = u.D_NV[:, u.obf]
+    assert (D <= P.r_exp).sum(axis=1).max() <= counts.free
+    E, _ = u.lr_pairs()
+    assert np.bincount(E.ravel(), minlength=u.n).max(initial=0) <= counts.neighbours
+    assert est.total == sum(est.parts.values()) and estimate_round(w, P, 3).total > est.total
+
+
+def _lr_ok(w, P, loc) -> bool:
+    return int((geo_ind_path_distance(w, P.gamma, loc, P.lr_radius) <= P.lr_radius).sum()) >= 2
+
+
+def test_a_round_that_would_not_fit_is_refused_before_anything_is_allocated():
+    w = grid_city(12, 12, cell_km=0.5, seed=1)
+    P = LRGeoParams.scaled(w.cell, eps_cell=1.0)
+    need = estimate_round(w, P, 6).total
+    with pytest.raises(MemoryLimitError) as info:
+        run_round(w, P, users=6, seed=0, max_memory=need - 1)
+    msg = str(info.value)
+    assert "needs about" in msg and "fits: at most" in msg and "\n" not in msg
+    assert "travel" not in w.__dict__ and "haversine" not in w.__dict__     # nothing was computed
+    most = int(msg.split("at most ")[1].split(" users")[0])
+    assert 1 <= most < 6
+    assert estimate_round(w, P, most).total <= need - 1 < estimate_round(w, P, most + 1).total
+    side = int(msg.split("grid of at most ")[1].split("x")[0])
+    assert 2 <= side < 12
+    rnd = run_round(w, P, users=2, seed=0, max_memory=need)   # within the limit: the round runs
+    assert all(m.verification.passed for m in rnd.mechanisms)
+    r = CliRunner().invoke(main, ["lrgeo", "--grid", "12x12", "--users", "6", "--max-memory", "0.001", "--quiet"])
+    assert r.exit_code == 2 and r.output.startswith("Error: a round of 6 users") and r.output.count("\n") == 1
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

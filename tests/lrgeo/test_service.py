@@ -594,3 +594,65 @@ def test_the_server_stops_cleanly_on_sigterm(server):
     assert log.count("interrupted by SIGTERM") == 1 and "Traceback" not in log     # the 30 s poll did not hold it
     assert '"POST /table" 200' in log and "round 0: 2 users" in log     # the access and round log
     long_poll.join(10)
+
+
+def test_a_server_setting_that_would_not_fit_is_refused_with_what_fits(world, params):
+    from certdp.lrgeo.memory import MemoryLimitError, estimate_round
+
+    limits = Limits(round_users=4, max_pending=1000)
+    need = estimate_round(world, params, 4, pending=1000).total
+    with pytest.raises(MemoryLimitError) as info:
+        RoundScheduler(world, params, limits=limits, max_memory=need - 1)
+    msg = str(info.value)
+    most = int(msg.split("at most ")[1].split(" users in flight")[0])
+    assert "(--max-pending)" in msg and 1 <= most < 1000
+    assert estimate_round(world, params, 4, pending=most).total <= need - 1
+    with RoundScheduler(world, params, limits=Limits(round_users=4, max_pending=most), max_memory=need - 1) as s:
+        assert s.memory.total <= need - 1
+    r = subprocess.run(_certdp("lrgeo", "serve", "--grid", "8x8", "--port", "0", "--max-pending", "1000000",
+                               "--max-memory", "1", "--quiet"), capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and r.stderr.startswith("Error: a round of 4 users") and r.stderr.count("\n") == 1
+    assert "users in flight (--max-pending)" in r.stderr
+
+
+def test_a_round_through_serve_on_a_network_and_a_bbox(tmp_path):
+    """`certdp lrgeo serve --network ... --bbox ...` and two `certdp lrgeo user` processes
+    with their own copy of the network: the users rebuild the grid over the same box, and each
+    gets a certified matrix."""
+    from .test_lrgeo import _write_network
+
+    city = grid_city(8, 8, cell_km=0.5, seed=2)
+    net = _write_network(city, tmp_path)
+    lon_min, lat_min, lon_max, lat_max = city.bbox
+    box = f"{lon_min},{lat_min},{(lon_min + lon_max) / 2 + 0.001},{lat_max}"
+    url, proc = _start("--network", net, "--bbox", box, "--grid", "5x5", "--scaled-settings", "--round-users", "2",
+                       "--round-wait", "30")
+    try:
+        code, info, _ = _request(url + "/info")
+        assert code == 200 and info["world"]["bbox"] == [float(v) for v in box.split(",")]
+        users = [subprocess.Popen(_certdp("lrgeo", "user", "--server", url, "--network", net, "--location", str(loc),
+                                           "--seed", str(loc), "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for loc in (6, 18)]
+        outs = []
+        for p in users:
+            o, e = p.communicate(timeout=180)
+            assert p.returncode == 0, e.decode()
+            outs.append(json.loads(o))
+        assert all(r["verified"] and 0 <= r["output"] < 25 and r["status"] == "optimal" for r in outs)
+    finally:
+        _stop(proc)
+
+
+def test_a_body_limit_below_an_honest_upload_is_refused_at_start(world, params):
+    """The largest upload an honest user can send on this grid (its JSON) is bounded from the
+    grid; a server whose body limit is below it would answer 413 to such a user, so it does not
+    start. Each honest upload is within the bound."""
+    from certdp.lrgeo.memory import estimate_round, upload_bytes
+
+    largest = upload_bytes(estimate_round(world, params, 1).counts)
+    with pytest.raises(ValueError, match="max_body_mb"):
+        RoundScheduler(world, params, limits=Limits(max_body_mb=largest / 2**20 / 2))
+    with RoundScheduler(world, params, limits=Limits(max_body_mb=largest / 2**20)) as sched:
+        for loc in range(0, world.K, 5):
+            _, _, req = _grant(sched, world, params, loc, loc)
+            assert len(req.to_json().encode()) <= largest

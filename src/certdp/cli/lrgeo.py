@@ -32,7 +32,7 @@ class _Method(click.Choice):
         return super().convert(value, param, ctx)
 
 
-def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
+def _world(dataset: str, grid: str, data_dir: str | None, network: str | None, bbox: str | None = None):
     from ..datasets.city import load_world
     from ..experiments.instances import data_dir as default_data_dir
 
@@ -42,11 +42,13 @@ def _world(dataset: str, grid: str, data_dir: str | None, network: str | None):
         raise ValueError(f"--grid must be ROWSxCOLS, e.g. 20x20; got {grid!r}") from None
     d = data_dir if data_dir else default_data_dir() / "helsinki"
     try:
-        return load_world(dataset, rows, cols, data_dir=d, network=network)
+        return load_world(dataset, rows, cols, data_dir=d, network=network, bbox=bbox)
     except ValueError as exc:
         msg = str(exc)
-        raise ValueError(msg.replace("network", "--network", 1) if msg.startswith("network") else
-                         msg + " (--data-dir)" if "Helsinki" in msg else msg) from None
+        for name in ("network", "bbox"):
+            if msg.startswith(name):
+                raise ValueError(f"--{msg}") from None
+        raise ValueError(msg + " (--data-dir)" if "Helsinki" in msg else msg) from None
 
 
 def _params(world, paper: bool, epsilon: float | None, eta: float | None, lr_radius: float | None,
@@ -68,7 +70,10 @@ _WORLD = [
                  help="romecity: a generated city of 48 x 48 km, the scale of paper 003's Rome grid"),
     click.option("--network", default=None,
                  help="NODES.csv,EDGES.csv of any road network (columns id,lon,lat and u,v,length_m); the grid is laid "
-                     "over its bounding box"),
+                     "over its bounding box, or over --bbox"),
+    click.option("--bbox", default=None,
+                 help="LON_MIN,LAT_MIN,LON_MAX,LAT_MAX (degrees): the area of the road network the grid covers "
+                      "(--network or helsinki)"),
     click.option("--grid", default="20x20", show_default=True,
                  help="ROWSxCOLS locations (helsinki: the centred block of its 40x40 grid)"),
     click.option("--data-dir", default=None, help="folder with the Helsinki CSV files (default: the shared data)"),
@@ -94,7 +99,7 @@ _PARAMS = [
 
 
 def _world_options(f):
-    """--dataset, --network, --grid, --data-dir: the public world, the same in every lrgeo command."""
+    """--dataset, --network, --bbox, --grid, --data-dir: the public world, the same in every lrgeo command."""
     for o in reversed(_WORLD):
         f = o(f)
     return f
@@ -107,13 +112,13 @@ def _param_options(f):
     return f
 
 
-def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, data_dir: str | None,
-           paper: bool | None, epsilon: float | None, eta: float | None, lr_radius: float | None,
+def _setup(ctx: click.Context, dataset: str, network: str | None, bbox: str | None, grid: str,
+           data_dir: str | None, paper: bool | None, epsilon: float | None, eta: float | None, lr_radius: float | None,
            r_obf: float | None, r_exp: float | None, table_cell: float | None, hide: float, quiet: bool):
     """(world, parameters, the world's spec for clients) from the shared options."""
     if network is not None and ctx.get_parameter_source("dataset") == click.core.ParameterSource.COMMANDLINE:
         raise ValueError("give --dataset or --network, not both")
-    world = _world(dataset, grid, data_dir, network)
+    world = _world(dataset, grid, data_dir, network, bbox)
     if paper is None:
         paper = network is not None or dataset == "romecity"
     P = _params(world, paper, epsilon, alias_value(ctx, "--eta", eta), alias_value(ctx, "--lr-radius", lr_radius),
@@ -122,7 +127,8 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
         err.print(f"[dim]{world.name}: K={world.K}, cell {world.cell * 1000:.1f} m; eps {P.epsilon:g}/km, "
                   f"eta {P.gamma:g}, lr-radius {P.Gamma:g}, r_obf {P.r_obf:g}, r_exp {P.r_exp:g}, "
                   f"table cell {P.cell:g} km[/dim]")
-    spec = {"dataset": None if network else dataset, "network": network, "grid": list(world.shape)}
+    spec = {"dataset": None if network else dataset, "network": network, "grid": list(world.shape),
+            "bbox": None if bbox is None else list(world.bbox)}
     return world, P, spec
 
 
@@ -135,6 +141,8 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
 @click.option("--gap", type=float, default=1e-4, show_default=True, help="Benders relative gap")
 @click.option("--baselines", default="", help="comma list of lp,constopt,laplace,expmech to run on the same users")
 @click.option("--time-limit", type=float, default=None, help="seconds per solve")
+@click.option("--max-memory", type=float, default=None,
+              help="GB the round may use (default: the memory available); a round estimated above it is refused")
 @click.option("--seed", type=int, default=None, help="seed for the users' locations (default: drawn and recorded)")
 @click.option("--out", "out_path", type=OutputPath(".json"), default=None,
               help="write the report as JSON (.json added when missing)")
@@ -142,13 +150,13 @@ def _setup(ctx: click.Context, dataset: str, network: str | None, grid: str, dat
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary")
 @table_format
 @click.pass_context
-def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, paper: bool | None,
+def lrgeo(ctx: click.Context, dataset: str, network: str | None, bbox: str | None, grid: str, paper: bool | None,
           data_dir: str | None, users: int, epsilon: float | None,
           eta: float | None, lr_radius: float | None, r_obf: float | None, r_exp: float | None,
           table_cell: float | None, hide: float, gamma: float | None, Gamma: float | None, cell: float | None,
           method: str,
-          gap: float, baselines: str, time_limit: float | None, seed: int | None, out_path: str | None, quiet: bool,
-          as_json: bool) -> None:
+          gap: float, baselines: str, time_limit: float | None, max_memory: float | None, seed: int | None,
+          out_path: str | None, quiet: bool, as_json: bool) -> None:
     """LR-Geo (paper 003): M users obfuscate their locations with locally relevant matrices
     solved jointly by the server (CLR-Geo); prints time, expected cost, lower bound,
     approximation ratio and Geo-Ind violation ratio."""
@@ -163,15 +171,16 @@ def lrgeo(ctx: click.Context, dataset: str, network: str | None, grid: str, pape
         V.positive_float("--gap", gap)
         if time_limit is not None:
             V.positive_float("--time-limit", time_limit, allow_inf=True)
+        limit = None if max_memory is None else V.positive_float("--max-memory", max_memory) * 1e9
         names = [b for b in baselines.split(",") if b]
         for b in names:
             V.choice("--baselines", b, BASELINES)
         target = out_path
-        world, P, _ = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
-                             table_cell, hide, quiet)
+        world, P, _ = _setup(ctx, dataset, network, bbox, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf,
+                             r_exp, table_cell, hide, quiet)
         with Live(f"LR-Geo round of {users} users", quiet=quiet) as live:
             rnd = run_round(world, P, users=users, seed=seed, method=method, gap=gap, time_limit=time_limit,
-                            progress=live)
+                            progress=live, max_memory=limit)
             live.message = "measuring: true costs, lower bound, violations, inference"
             rep = measure_round(rnd)
             locs = np.array([u.location for u in rnd.users])
@@ -230,18 +239,22 @@ def _print(rep: dict[str, Any], world) -> None:
 @click.option("--user-seconds", type=float, default=10.0, show_default=True,
               help="solver seconds one upload may cost (a round: this times its users)")
 @click.option("--max-body-mb", type=float, default=32.0, show_default=True, help="largest request body")
+@click.option("--max-memory", type=float, default=None,
+              help="GB the server may use (default: the memory available); a setting estimated above it is refused")
 @click.option("--method", type=_Method(), default="benders", show_default=True,
               help="benders (the generic engine) or lp (the whole LP in one HiGHS model)")
 @click.option("--gap", type=float, default=1e-4, show_default=True, help="Benders relative gap")
 @click.option("--time-limit", type=float, default=None, help="seconds per round's solve at most")
 @click.option("--quiet", is_flag=True, help="log warnings only (no access or round lines)")
 @click.pass_context
-def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str, data_dir: str | None,
+def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, bbox: str | None, grid: str,
+                data_dir: str | None,
                 paper: bool | None, epsilon: float | None, eta: float | None, lr_radius: float | None,
                 r_obf: float | None, r_exp: float | None, table_cell: float | None, hide: float,
                 gamma: float | None, Gamma: float | None, cell: float | None, host: str, port: int,
                 round_users: int, round_wait: float, max_pending: int, client_users: int, client_rate: float,
-                user_rows: int, user_seconds: float, max_body_mb: float, method: str, gap: float,
+                user_rows: int, user_seconds: float, max_body_mb: float, max_memory: float | None, method: str,
+                gap: float,
                 time_limit: float | None, quiet: bool) -> None:
     """The LR-Geo server over HTTP (the 'service' extra): cost reference table, rounds of
     users, CLR-Geo solves, and a page at / where a person obfuscates their location in the
@@ -256,16 +269,18 @@ def lrgeo_serve(ctx: click.Context, dataset: str, network: str | None, grid: str
         V.positive_float("--gap", gap)
         if time_limit is not None:
             V.positive_float("--time-limit", time_limit)
+        limit = None if max_memory is None else V.positive_float("--max-memory", max_memory) * 1e9
         limits = _limits(round_users=round_users, round_wait=round_wait, max_pending=max_pending,
                          client_users=client_users, client_rate=client_rate, user_rows=user_rows,
                          user_seconds=user_seconds, max_body_mb=max_body_mb)
         _check_listen(host, port)
-        world, P, spec = _setup(ctx, dataset, network, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf, r_exp,
-                                table_cell, hide, quiet)
+        world, P, spec = _setup(ctx, dataset, network, bbox, grid, data_dir, paper, epsilon, eta, lr_radius, r_obf,
+                                r_exp, table_cell, hide, quiet)
         service_log = logging.getLogger("certdp.lrgeo.service")
         if not quiet and service_log.getEffectiveLevel() > logging.INFO:
             service_log.setLevel(logging.INFO)   # a server logs each access and each round by default
-        sched = RoundScheduler(world, P, spec=spec, limits=limits, method=method, gap=gap, time_limit=time_limit)
+        sched = RoundScheduler(world, P, spec=spec, limits=limits, method=method, gap=gap, time_limit=time_limit,
+                               max_memory=limit)
         if not quiet:
             err.print(f"LR-Geo server {sched.instance} on http://{host}:{port} ({world.name}, K={world.K}; table built "
                       f"in {sched.table_seconds:.2f} s; rounds of {round_users} users or {round_wait:g} s); the page "
@@ -339,8 +354,9 @@ def lrgeo_user(url: str, location: int | None, lat: float | None, lon: float | N
         client = LRGeoClient(url, data_dir=data_dir or default_data_dir() / "helsinki", timeout=60.0, retries=retries)
         try:
             if network is not None:
-                shape = client.info().world.grid
-                client = LRGeoClient(url, world=load_world("gridcity", *shape, network=network), retries=retries)
+                spec = client.info().world
+                client = LRGeoClient(url, world=load_world("gridcity", *spec.grid, network=network, bbox=spec.bbox),
+                                     retries=retries)
             latlon = None if lat is None or lon is None else (lat, lon)
             res = client.obfuscate(location, latlon=latlon, rng=seed, wait=wait)
         except ServiceError as exc:

@@ -34,6 +34,29 @@ def project_km(latlon: np.ndarray, lat0: float) -> np.ndarray:
     return np.column_stack([latlon[:, 1] * k * math.cos(math.radians(lat0)), latlon[:, 0] * k])
 
 
+Bbox = tuple[float, float, float, float]
+"""An area as (lon_min, lat_min, lon_max, lat_max) in degrees: the order of GeoJSON and of the
+command line's ``--bbox``."""
+
+
+#: bytes of Dijkstra output held at once: distances from many sources are computed in chunks of
+#: sources, so that memory grows with the distances kept, not with sources x road nodes
+DIJKSTRA_CHUNK_BYTES = 64 * 2**20
+
+
+def road_travel(road: RoadNetwork, sources: np.ndarray, targets: np.ndarray, *, limit: float = math.inf
+                ) -> np.ndarray:
+    """(len(sources), len(targets)) travel distances on the road graph, km (inf beyond
+    ``limit``). Dijkstra runs from chunks of sources (:data:`DIJKSTRA_CHUNK_BYTES`)."""
+    sources = np.asarray(sources, dtype=np.int64)
+    targets = np.asarray(targets, dtype=np.int64)
+    out = np.empty((len(sources), len(targets)))
+    step = max(1, DIJKSTRA_CHUNK_BYTES // (8 * max(road.n_nodes, 1)))
+    for s in range(0, len(sources), step):
+        out[s:s + step] = dijkstra(road.graph, directed=False, indices=sources[s:s + step], limit=limit)[:, targets]
+    return out
+
+
 def pairs_within(latlon: np.ndarray, radius_km: float, lat0: float) -> tuple[np.ndarray, np.ndarray]:
     """All pairs (i < j) with Haversine distance <= radius, and their distances."""
     xy = project_km(latlon, lat0)
@@ -57,6 +80,7 @@ class World:
         shape: (rows, cols) of the grid; location ``r * cols + c`` is row r, column c.
         cell_km: (height, width) of a cell in km.
         name: where the instance came from.
+        bbox: the area the grid covers, (lon_min, lat_min, lon_max, lat_max).
     """
 
     road: RoadNetwork = field(repr=False)
@@ -65,6 +89,7 @@ class World:
     shape: tuple[int, int]
     cell_km: tuple[float, float]
     name: str = "world"
+    bbox: Bbox | None = None
 
     @property
     def K(self) -> int:
@@ -91,7 +116,7 @@ class World:
         """Travel distances between the distinct road nodes of the locations, and each
         location's index among them (travel depends only on the node)."""
         uniq, inv = np.unique(self.node, return_inverse=True)
-        d = dijkstra(self.road.graph, directed=False, indices=uniq)[:, uniq]
+        d = road_travel(self.road, uniq, uniq)
         if not np.all(np.isfinite(d)):
             raise ValueError(f"{self.name}: some locations are not connected on the road graph")
         return d, inv
@@ -143,8 +168,13 @@ class World:
         cols = V.int_in_range("cols", cols, 1, C)
         r0, c0 = (R - rows) // 2, (C - cols) // 2
         idx = ((np.arange(r0, r0 + rows)[:, None]) * C + np.arange(c0, c0 + cols)[None, :]).reshape(-1)
+        bbox = None
+        if self.bbox is not None:
+            lon_min, lat_min, lon_max, lat_max = self.bbox
+            dlat, dlon = (lat_max - lat_min) / R, (lon_max - lon_min) / C
+            bbox = (lon_min + c0 * dlon, lat_min + r0 * dlat, lon_min + (c0 + cols) * dlon, lat_min + (r0 + rows) * dlat)
         return World(road=self.road, latlon=self.latlon[idx], node=self.node[idx], shape=(rows, cols),
-                     cell_km=self.cell_km, name=f"{self.name}[{rows}x{cols}]")
+                     cell_km=self.cell_km, name=f"{self.name}[{rows}x{cols}]", bbox=bbox)
 
     def nearest(self, latlon: np.ndarray) -> np.ndarray:
         """Index of the location whose centre is nearest to each point."""
@@ -154,14 +184,43 @@ class World:
     def describe(self) -> dict:
         """A JSON-ready summary: name, K, grid shape, cell size in km, road nodes."""
         return {"name": self.name, "K": self.K, "shape": list(self.shape),
-                "cell_km": [round(c, 5) for c in self.cell_km], "road_nodes": self.road.n_nodes}
+                "cell_km": [round(c, 5) for c in self.cell_km], "road_nodes": self.road.n_nodes,
+                "bbox": None if self.bbox is None else [round(v, 7) for v in self.bbox]}
 
 
-def grid_world(road: RoadNetwork, rows: int, cols: int, bbox: tuple[float, float, float, float] | None = None,
-               name: str = "road") -> World:
-    """A rows x cols grid over ``bbox = (lat_min, lon_min, lat_max, lon_max)`` (default: the
-    road network's bounding box), each cell represented by its nearest node of the largest
-    connected component of the road graph."""
+def check_bbox(bbox: Bbox | list[float] | str) -> Bbox:
+    """``bbox`` as four floats (lon_min, lat_min, lon_max, lat_max), from a sequence or the text
+    'LON_MIN,LAT_MIN,LON_MAX,LAT_MAX'; ValueError naming what is wrong."""
+    if isinstance(bbox, str):
+        parts = bbox.split(",")
+        try:
+            vals = [float(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"bbox must be LON_MIN,LAT_MIN,LON_MAX,LAT_MAX (degrees); got {bbox!r}") from None
+    else:
+        vals = [float(v) for v in bbox]
+    if len(vals) != 4 or not all(math.isfinite(v) for v in vals):
+        raise ValueError(f"bbox must be four finite numbers LON_MIN,LAT_MIN,LON_MAX,LAT_MAX; got {bbox!r}")
+    lon_min, lat_min, lon_max, lat_max = vals
+    if not (-180 <= lon_min < lon_max <= 180 and -90 <= lat_min < lat_max <= 90):
+        raise ValueError(f"bbox must have -180 <= LON_MIN < LON_MAX <= 180 and -90 <= LAT_MIN < LAT_MAX <= 90; "
+                         f"got {bbox!r}")
+    return (lon_min, lat_min, lon_max, lat_max)
+
+
+def grid_centres(bbox: Bbox, rows: int, cols: int) -> np.ndarray:
+    """(rows * cols, 2) centres (lat, lon) of a rows x cols grid over ``bbox``; cell
+    ``r * cols + c`` is row r (from the south), column c (from the west)."""
+    lon_min, lat_min, lon_max, lat_max = bbox
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    return np.column_stack([lat_min + (r + 0.5) * (lat_max - lat_min) / rows,
+                            lon_min + (c + 0.5) * (lon_max - lon_min) / cols])
+
+
+def grid_world(road: RoadNetwork, rows: int, cols: int, bbox: Bbox | None = None, name: str = "road") -> World:
+    """A rows x cols grid over ``bbox`` = (lon_min, lat_min, lon_max, lat_max) (default: the
+    bounding box of the road graph's largest connected component), each cell represented by
+    its nearest node of that component. A bbox must hold at least one of its nodes."""
     rows = V.int_in_range("rows", rows, 1)
     cols = V.int_in_range("cols", cols, 1)
     if rows * cols < 2:
@@ -170,28 +229,33 @@ def grid_world(road: RoadNetwork, rows: int, cols: int, bbox: tuple[float, float
     big = np.flatnonzero(comp == np.argmax(np.bincount(comp)))
     ll = road.latlon[big]
     if bbox is None:
-        bbox = (float(ll[:, 0].min()), float(ll[:, 1].min()), float(ll[:, 0].max()), float(ll[:, 1].max()))
-    lat_min, lon_min, lat_max, lon_max = bbox
-    if not (lat_max > lat_min and lon_max > lon_min):
-        raise ValueError(f"bbox must have lat_max > lat_min and lon_max > lon_min, got {bbox}")
+        bbox = (float(ll[:, 1].min()), float(ll[:, 0].min()), float(ll[:, 1].max()), float(ll[:, 0].max()))
+    else:
+        bbox = check_bbox(bbox)
+        lon_min, lat_min, lon_max, lat_max = bbox
+        inside = ((ll[:, 1] >= lon_min) & (ll[:, 1] <= lon_max) & (ll[:, 0] >= lat_min) & (ll[:, 0] <= lat_max))
+        if not inside.any():
+            raise ValueError(f"bbox {bbox} holds no node of the road network (its nodes span lon "
+                             f"{ll[:, 1].min():.4f}..{ll[:, 1].max():.4f}, lat {ll[:, 0].min():.4f}..{ll[:, 0].max():.4f})")
+    lon_min, lat_min, lon_max, lat_max = bbox
     dlat = (lat_max - lat_min) / rows
     dlon = (lon_max - lon_min) / cols
-    r, c = np.divmod(np.arange(rows * cols), cols)
-    centres = np.column_stack([lat_min + (r + 0.5) * dlat, lon_min + (c + 0.5) * dlon])
+    centres = grid_centres(bbox, rows, cols)
     lat0 = (lat_min + lat_max) / 2
     tree = cKDTree(project_km(ll, lat0))
     _, nn = tree.query(project_km(centres, lat0))
     h = float(haversine_km(np.array([lat_min, lon_min]), np.array([lat_min + dlat, lon_min])))
     w = float(haversine_km(np.array([lat0, lon_min]), np.array([lat0, lon_min + dlon])))
     return World(road=road, latlon=centres, node=big[nn], shape=(rows, cols), cell_km=(h, w),
-                 name=f"{name}:{rows}x{cols}")
+                 name=f"{name}:{rows}x{cols}", bbox=bbox)
 
 
-def helsinki(data_dir: str | Path, rows: int = 40, cols: int = 40) -> World:
-    """The Helsinki walking network of ``shared/data/helsinki`` with a rows x cols grid."""
+def helsinki(data_dir: str | Path, rows: int = 40, cols: int = 40, bbox: Bbox | None = None) -> World:
+    """The Helsinki walking network of ``shared/data/helsinki`` with a rows x cols grid (over
+    ``bbox``, default the network's bounding box)."""
     d = Path(data_dir)
     road = load_road_network(d / "helsinki_walking_nodes.csv", d / "helsinki_walking_edges.csv")
-    return grid_world(road, rows, cols, name="helsinki")
+    return grid_world(road, rows, cols, bbox=bbox, name="helsinki")
 
 
 def grid_city(rows: int = 40, cols: int = 40, *, cell_km: float = 0.25, streets_per_cell: int = 2,
@@ -241,7 +305,7 @@ def grid_city(rows: int = 40, cols: int = 40, *, cell_km: float = 0.25, streets_
     g = sp.csr_matrix((np.concatenate([length, length]), (np.concatenate([e[:, 0], e[:, 1]]),
                                                          np.concatenate([e[:, 1], e[:, 0]]))), shape=(n, n))
     road = RoadNetwork(ids=np.arange(n), latlon=latlon, graph=g)
-    bbox = (lat0, lon0, lat0 + rows * spc * dlat, lon0 + cols * spc * dlon)
+    bbox = (lon0, lat0, lon0 + cols * spc * dlon, lat0 + rows * spc * dlat)
     return grid_world(road, rows, cols, bbox=bbox, name=name)
 
 
@@ -251,12 +315,17 @@ WORLDS = ("gridcity", "helsinki", "romecity")
 
 
 def load_world(dataset: str, rows: int, cols: int, *, data_dir: str | Path | None = None,
-               network: str | None = None) -> World:
+               network: str | None = None, bbox: Bbox | list[float] | str | None = None) -> World:
     """The LR-Geo world of the command line: ``network`` ('NODES.csv,EDGES.csv', any road
-    network in the Helsinki CSV format, a rows x cols grid over its bounding box) or
-    ``dataset``: 'gridcity' (a generated street grid of 0.25 km cells), 'romecity' (a generated
-    city of 48 x 48 km) or 'helsinki' (the centred rows x cols block of its 40 x 40 grid; the
-    CSV files in ``data_dir``)."""
+    network in the Helsinki CSV format) or ``dataset``: 'gridcity' (a generated street grid of
+    0.25 km cells), 'romecity' (a generated city of 48 x 48 km) or 'helsinki' (the centred rows
+    x cols block of its 40 x 40 grid; the CSV files in ``data_dir``). On a road network the
+    rows x cols grid covers ``bbox`` (lon_min, lat_min, lon_max, lat_max), by default the
+    network's bounding box; the generated cities have no bbox to choose."""
+    if bbox is not None:
+        bbox = check_bbox(bbox)
+        if network is None and dataset != "helsinki":
+            raise ValueError(f"bbox applies to a road network (network or helsinki), not to the generated {dataset!r}")
     if network is not None:
         parts = network.split(",")
         if len(parts) != 2 or not all(parts):
@@ -264,7 +333,7 @@ def load_world(dataset: str, rows: int, cols: int, *, data_dir: str | Path | Non
         for p in parts:
             if not Path(p).is_file():
                 raise ValueError(f"network: no file {p!r}")
-        return grid_world(load_road_network(*parts), rows, cols, name=Path(parts[0]).stem)
+        return grid_world(load_road_network(*parts), rows, cols, bbox=bbox, name=Path(parts[0]).stem)
     if dataset == "gridcity":
         return grid_city(rows, cols)
     if dataset == "romecity":
@@ -274,6 +343,8 @@ def load_world(dataset: str, rows: int, cols: int, *, data_dir: str | Path | Non
     d = Path(data_dir) if data_dir is not None else None
     if d is None or not (d / "helsinki_walking_nodes.csv").is_file():
         raise ValueError(f"the Helsinki CSV files are not in {d} (give their folder, or use gridcity)")
+    if bbox is not None:
+        return helsinki(d, rows, cols, bbox=bbox)
     return helsinki(d).block(rows, cols) if (rows, cols) != (40, 40) else helsinki(d)
 
 

@@ -78,8 +78,8 @@ def helsinki_files() -> tuple[Path, Path]:
     return d / "helsinki_walking_nodes.csv", d / "helsinki_walking_edges.csv"
 
 
-def _calibrated(ds, *, eta: float, cost: str, k: int | None, eps: float | None = None) -> Space:
-    probe = build_space(ds, epsilon=1.0, eta=eta, n_outputs=k, cost=cost, seed=SEED)
+def _calibrated(ds, *, eta: float, cost: str, k: int | None, eps: float | None = None, seed: int = SEED) -> Space:
+    probe = build_space(ds, epsilon=1.0, eta=eta, n_outputs=k, cost=cost, seed=seed)
     if eps is None:
         _, d = probe.neighbor_pairs
         eps = 1.0 / float(np.median(d))
@@ -88,8 +88,13 @@ def _calibrated(ds, *, eta: float, cost: str, k: int | None, eps: float | None =
 
 def load(name: str) -> Space:
     """The paper-000 instance ``name`` (see the module docstring); ``NETWORK-N-bB`` is box B of
-    the growing-density family (:func:`growing`)."""
+    the growing-density family (:func:`growing`). A last part ``sS`` draws instance S of the
+    kind (records, outputs and destinations sampled with seed S; ``s1`` is the instance
+    without it), as the paper's 10 instances per dataset."""
     kind, n, *rest = name.split("-")
+    seed = SEED
+    if rest and rest[-1][:1] == "s" and rest[-1][1:].isdigit():
+        seed = int(rest.pop()[1:])
     N = int(n)
     if kind in NETWORKS or kind in heldout_networks():
         box = int(rest[0][1:]) if rest and rest[0].startswith("b") else 0
@@ -101,13 +106,15 @@ def load(name: str) -> Space:
     eta, eps = PAPER_SETTINGS[kind] if "paper" in rest else (default_eta, None)
     if kind == "grid":
         rows, cols = GRID_SHAPES[N]
-        return _calibrated(grid(rows, cols, 1.0), eta=eta, cost="travel", k=k, eps=eps)
+        return _calibrated(grid(rows, cols, 1.0), eta=eta, cost="travel", k=k, eps=eps, seed=seed)
     if kind == "road":
         nodes, edges = helsinki_files()
-        return _calibrated(road_network(_need(nodes), edges, N, seed=SEED), eta=eta, cost="travel", k=k, eps=eps)
+        return _calibrated(road_network(_need(nodes), edges, N, seed=seed), eta=eta, cost="travel", k=k, eps=eps,
+                           seed=seed)
     if kind == "text":
-        return _calibrated(embeddings(_need(words_file()), N, seed=SEED), eta=eta, cost="distance", k=k, eps=eps)
-    return _calibrated(gaussian(N, 3, seed=SEED), eta=eta, cost="distance", k=k, eps=eps)
+        return _calibrated(embeddings(_need(words_file()), N, seed=seed), eta=eta, cost="distance", k=k, eps=eps,
+                           seed=seed)
+    return _calibrated(gaussian(N, 3, seed=seed), eta=eta, cost="distance", k=k, eps=eps, seed=seed)
 
 
 def w2v_binary() -> Path:

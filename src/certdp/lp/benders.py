@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from time import process_time  # CPU seconds in the history; time.perf_counter is the deadlines clock
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,6 +48,8 @@ class BlockSpec:
     variables are slacks of an elastic block (a relaxation: its solutions are points of the
     original problem only when their slack is 0). ``value_lo`` is a known lower bound on the
     block's value for every y (tighter than the box's, e.g. from its row sums), or None.
+    ``basis`` is a starting basis for the block's first solve, as status codes of its columns
+    and rows (:meth:`certdp.lp.highs.HighsLP.set_basis_status`), or None (the slack basis).
     """
 
     c: np.ndarray
@@ -58,6 +62,7 @@ class BlockSpec:
     x_up: np.ndarray
     n_slack: int = 0
     value_lo: float | None = None
+    basis: tuple[np.ndarray, np.ndarray] | None = None
 
     def affine(self, pi: np.ndarray, c: np.ndarray) -> tuple[float, np.ndarray]:
         """The Lagrangian minorant ``a + g' y[coupling]`` of this block from multipliers ``pi``
@@ -147,6 +152,8 @@ class BlockSolver:
         self.spec = spec
         self.tolerance = tolerance
         self.model = self._model(*self._bounds(np.zeros(len(spec.coupling))), "simplex", spec.n_slack > 0)
+        if spec.basis is not None:
+            self.model.set_basis_status(*spec.basis)
         self.rows = np.arange(spec.W.shape[0], dtype=np.int32)
 
     def _model(self, lo: np.ndarray, up: np.ndarray, solver: str, presolve: bool) -> HighsLP:
@@ -288,9 +295,12 @@ class BendersMaster:
     """The live master LP: ``y`` followed by one ``theta`` per block. Cuts are cleaned before
     they reach it (:func:`certdp.lp.bounds.drop_small_coefficients`, then scaled, or skipped
     when their range stays above :data:`MAX_CUT_RANGE`); when the live model fails numerically
-    it is rebuilt from its rows and solved by dual simplex, then by interior point."""
+    it is rebuilt from its rows and solved by dual simplex, then by interior point. With
+    ``clean=False`` every cut reaches the master as it is (the textbook algorithm)."""
 
-    def __init__(self, master: MasterSpec, blocks: Sequence[BlockSpec], tolerance: float = 1e-9) -> None:
+    def __init__(self, master: MasterSpec, blocks: Sequence[BlockSpec], tolerance: float = 1e-9,
+                 clean: bool = True) -> None:
+        self.clean = clean
         self.ny = len(master.c)
         self.nb = len(blocks)
         self.spec = master
@@ -314,7 +324,16 @@ class BendersMaster:
 
     def _add(self, R: sp.csr_matrix, lo: np.ndarray, up: np.ndarray) -> None:
         """Clean the rows (relax tiny coefficients away, scale each to a largest coefficient of
-        1, skip those that still span too much) and add them to the live model."""
+        1, skip those that still span too much) and add them to the live model; with
+        ``clean=False`` add them as they are."""
+        if not self.clean:
+            R = sp.csr_matrix(R)
+            self.model.add_rows(R, lo, up)
+            self.A_rows.append(R)
+            self.r_lo.append(np.asarray(lo, dtype=np.float64))
+            self.r_up.append(np.asarray(up, dtype=np.float64))
+            self.n_cuts += R.shape[0]
+            return
         R, lo, up = drop_small_coefficients(sp.csr_matrix(R), lo, up, self.col_lo, self.col_up,
                                             tau=1.0 / MAX_CUT_RANGE)
         a = abs(R)
@@ -414,19 +433,30 @@ def _round_cuts(results: Sequence[BlockResult], theta: np.ndarray, y: np.ndarray
     return cuts
 
 
+def _point(master: MasterSpec, y: np.ndarray, results: Sequence[BlockResult]
+           ) -> tuple[float, np.ndarray, list[np.ndarray]] | None:
+    """``(value, y, xs)`` when every block was feasible at ``y``, else None."""
+    if not all(r.feasible for r in results):
+        return None
+    return float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), [r.x for r in results]
+
+
 def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
             time_limit: float | None = None, runner: Runner | None = None, tolerance: float = 1e-9,
-            progress: Progress | None = None,
+            progress: Progress | None = None, repair_runner: Runner | None = None,
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
-            start: tuple[float, np.ndarray, list[np.ndarray]] | None = None,
-            crossing: float = 0.0) -> BendersOutcome:
+            start: tuple[float, np.ndarray, list[np.ndarray]] | None = None, crossing: float = 0.0,
+            clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
     the master's solution; they are added to the master (the lower bound stays valid because
     the inequalities hold for every feasible point of the full problem). ``heuristic`` is asked
-    for a feasible point in every round whose blocks did not all give one.
+    for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
+    the master's point to one the problem knows to be better; the blocks are solved there too
+    every round (on their own models, ``repair_runner``, each hot-started from its own sequence
+    of points), their cuts join the master's and their value, if all feasible, is an upper bound.
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
@@ -435,7 +465,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     round separates at the master's y itself. The cuts are valid whatever point they come from;
     the point is feasible for the master's own rows (both are), so the blocks' answers there
     give upper bounds as usual. ``start`` is a known feasible point ``(value, y, xs)``: the
-    first upper bound.
+    first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration, up to
@@ -446,19 +476,18 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     best bounds so far are returned.
     """
     t_start = time.perf_counter()
-    own_runner = runner is None
+    own_runner, own_fixer = runner is None, repair is not None and repair_runner is None and bool(blocks)
     run = runner if runner is not None else SerialRunner(blocks, tolerance)
+    fixer = (SerialRunner(blocks, tolerance) if own_fixer else repair_runner) if repair and blocks else None
     couplings = [b.coupling for b in blocks]
-    m = BendersMaster(master, blocks, tolerance)
+    m = BendersMaster(master, blocks, tolerance, clean=clean_cuts)
     lb, ub = -math.inf, math.inf
     best_y: np.ndarray | None = None
     best_x: list[np.ndarray | None] = [None] * len(blocks)
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status = Status.ITERATION_LIMIT
-    it = 0
-    kelley = False
+    status, it, kelley = Status.ITERATION_LIMIT, 0, False
     core = None if core is None else np.asarray(core, dtype=np.float64).copy()
 
     def left() -> float | None:
@@ -469,6 +498,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             if left() is not None and left() <= 0:
                 status, it = Status.TIME_LIMIT, it - 1
                 break
+            c_master = process_time()
             try:
                 solved = m.solve(left())
             except SolverLimitError:
@@ -477,30 +507,33 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             if solved is None:  # the master alone used up the time limit
                 status, it = Status.TIME_LIMIT, it - 1
                 break
-            y_master, theta, lb_it, obj, t_master = solved
-            lb = max(lb, lb_it)
-            y = y_master
+            (y_master, theta, lb_it, obj, t_master), c_master = solved, process_time() - c_master
+            lb, y = max(lb, lb_it), y_master
             if core is not None and not kelley:
-                y = in_out * y_master + (1.0 - in_out) * core
-                core = 0.5 * (core + y_master)
-            t0 = time.perf_counter()
+                y, core = in_out * y_master + (1.0 - in_out) * core, 0.5 * (core + y_master)
+            t0, c_sub = time.perf_counter(), process_time()
             results = run.solve_all(y, theta, left()) if blocks else []
-            t_sub = time.perf_counter() - t0
             cuts = _round_cuts(results, theta, y_master, couplings)
             kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
-            point = None
-            if all(r.feasible for r in results):
-                point = (float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), [r.x for r in results])
-            elif heuristic is not None:
-                point = heuristic(y, results)
-            if point is not None and point[0] < ub:
-                ub, best_y, best_x = point[0], point[1], list(point[2])
+            points = [_point(master, y, results)]
+            if points[0] is None and heuristic is not None:
+                points.append(heuristic(y, results))
+            if fixer is not None:
+                y_r = repair(y_master)
+                fixed = fixer.solve_all(y_r, theta, left())
+                cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
+                points.append(_point(master, y_r, fixed))
+            t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
+            for point in points:
+                if point is not None and point[0] < ub:
+                    ub, best_y, best_x = point[0], point[1], list(point[2])
             if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
                 raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
             g = relative_gap(ub, lb)
             rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
                    "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
-                   "sub_seconds": t_sub, "elapsed": time.perf_counter() - t_start, "master_objective": obj,
+                   "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
+                   "elapsed": time.perf_counter() - t_start, "master_objective": obj,
                    "blocks_failed": sum(r.status == "failed" for r in results)}
             history.append(rec)
             report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
@@ -523,7 +556,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 status = Status.FAILED if failed else Status.STALLED   # (at the gap it would have stopped above)
                 break
     finally:
-        if own_runner:
-            run.close()
+        for r, own in ((run, own_runner), (fixer, own_fixer)):
+            if own and r is not None:
+                r.close()
     return BendersOutcome(status=status, y=best_y, x=best_x, upper_bound=ub, lower_bound=lb, iterations=it,
                           history=history, cuts=m.n_cuts, skipped_cuts=m.skipped)

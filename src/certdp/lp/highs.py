@@ -338,6 +338,18 @@ class HighsLP:
         self.h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
         return self.h.setBasis(basis) != highspy.HighsStatus.kError
 
+    def set_basis_status(self, col_status: np.ndarray, row_status: np.ndarray) -> bool:
+        """Start the next solve from the basis given by status codes, one per column and one
+        per row: 0 nonbasic at the lower bound, 1 basic, 2 nonbasic at the upper bound (as
+        :meth:`set_basis`). Returns False if HiGHS refused it."""
+        b = highspy.HighsBasis()
+        st = highspy.HighsBasisStatus
+        codes = (st.kLower, st.kBasic, st.kUpper)
+        b.col_status = [codes[int(v)] for v in col_status]
+        b.row_status = [codes[int(v)] for v in row_status]
+        b.valid = True
+        return self.set_basis(b)
+
     # --------------------------------------------------------------- solve
     def set_time_limit(self, seconds: float | None) -> None:
         """Limit each following solve to ``seconds`` of wall-clock time (None: no limit)."""

@@ -120,7 +120,7 @@ class LRGeoClient:
             if spec.dataset is None and spec.network is None:
                 raise ServiceError("the server does not say how to rebuild its world; pass world= to the client")
             self._world = load_world(spec.dataset or "gridcity", *spec.grid, data_dir=self.data_dir,
-                                     network=spec.network)
+                                     network=spec.network, bbox=spec.bbox)
         if fingerprint(self._world) != spec.fingerprint:
             raise ServiceError(f"this client's world ({self._world.name}) differs from the server's "
                                f"(fingerprint {fingerprint(self._world)} != {spec.fingerprint})")

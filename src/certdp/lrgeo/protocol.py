@@ -12,6 +12,7 @@ from ..datasets.city import World
 from ..mechanism import Mechanism
 from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator
+from .memory import check_round
 from .server import LRGeoServer, SolveInfo
 from .table import ReferenceTable, build_table
 from .user import LRGeoParams, LRGeoUser
@@ -33,18 +34,26 @@ class LRGeoRound:
 
 def run_round(world: World, params: LRGeoParams, *, users: int | list[int] = 4, seed: RNGLike = 0,
               method: str = "benders", gap: float = 1e-4, table: ReferenceTable | None = None,
-              time_limit: float | None = None, progress: Progress | None = None) -> LRGeoRound:
+              time_limit: float | None = None, progress: Progress | None = None,
+              max_memory: float | None = None) -> LRGeoRound:
     """Draw ``users`` locations (or take the given ones), run the protocol and certify every
-    user's matrix on its LR pairs. :func:`certdp.lrgeo.measures.measure_round` measures it."""
+    user's matrix on its LR pairs. :func:`certdp.lrgeo.measures.measure_round` measures it.
+
+    Before anything is allocated the round's memory is estimated
+    (:func:`certdp.lrgeo.memory.check_round`); above ``max_memory`` bytes (default: the memory
+    available) it is refused with :class:`certdp.lrgeo.memory.MemoryLimitError`, naming the
+    estimate and the largest setting that fits."""
     rng = as_generator(seed)
+    n_users = users if isinstance(users, int) else len(users)
+    if not 1 <= n_users <= world.K:
+        raise ValueError(f"users must be between 1 and K={world.K}, got {n_users}")
+    check_round(world, params, n_users, limit=max_memory)
     t: dict[str, float] = {}
     t0 = time.perf_counter()
     if table is None:
         table = build_table(world, params.cell, params.table_band)
     t["table"] = time.perf_counter() - t0
     if isinstance(users, int):
-        if not 1 <= users <= world.K:
-            raise ValueError(f"users must be between 1 and K={world.K}, got {users}")
         locs = rng.choice(world.K, size=users, replace=False)
     else:
         locs = np.asarray(users, dtype=np.int64)

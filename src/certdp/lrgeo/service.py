@@ -93,6 +93,7 @@ from .messages import (
     NAME_PATTERN, LatLons, Nodes, ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest,
     TableResponse,
 )
+from .memory import check_round, upload_bytes
 from .server import METHODS, LRGeoServer, core_point
 from .table import build_table
 from .user import LRGeoParams
@@ -188,10 +189,12 @@ class Params(_Model):
 
 
 class WorldSpec(_Model):
-    """How a client rebuilds the world (``dataset`` or ``network``, and ``grid``) and checks it."""
+    """How a client rebuilds the world (``dataset`` or ``network``, ``bbox`` and ``grid``) and
+    checks it."""
 
     dataset: str | None = None
     network: str | None = None
+    bbox: tuple[float, float, float, float] | None = None
     grid: tuple[int, int]
     fingerprint: str
     K: int = Field(ge=1)
@@ -327,15 +330,21 @@ class WorldBounds:
 
 def lp_rows(req: ObfuscationRequest, P: LRGeoParams) -> int:
     """The rows of the user's LP block (:func:`certdp.lrgeo.server.build_block`), counted
-    without building it: a unit row per LR row, and per Geo-Ind pair (both directions) one row
-    per column where either entry is free."""
+    without building it: a unit row per LR row, per Geo-Ind pair (both directions) one row per
+    column where both entries are free, and one upper-bound row per free entry with a Geo-Ind
+    neighbour whose entry in that column is exponential."""
     D = req.D_NN
     n = D.shape[0]
-    i, j = np.nonzero(np.triu(D <= P.gamma, 1) & (P.epsilon * D < 700.0))
+    near = np.triu(D <= P.gamma, 1) & (P.epsilon * D < 700.0)
+    i, j = np.nonzero(near)
     F = sp.csr_matrix(req.D_NO <= P.r_exp, dtype=np.int64)
-    count = np.asarray(F.sum(axis=1)).ravel()
     both = np.asarray((F @ F.T)[i, j]).ravel() if len(i) else np.zeros(0)
-    return int(n + 2 * np.sum(count[i] + count[j] - both))
+    A = sp.csr_matrix(near | near.T, dtype=np.int64)
+    degree = np.asarray(A.sum(axis=1)).ravel()
+    free_neighbours = (A @ F).tocsr()                 # per entry: neighbours whose entry is free too
+    r, c = F.nonzero()
+    bounded = int(np.sum(np.asarray(free_neighbours[r, c]).ravel() < degree[r]))
+    return int(n + 2 * np.sum(both) + bounded)
 
 
 # ----------------------------------------------------------------------------- scheduler
@@ -365,15 +374,25 @@ class RoundScheduler:
         limits: :class:`Limits`.
         method, gap, time_limit: how each round is solved (``time_limit`` caps a round, on top
             of ``limits.user_seconds`` per user).
+        max_memory: bytes the server may use (default: the memory available). Before the
+            table is built, a round of ``round_users`` users with ``max_pending`` users' uploads
+            held meanwhile is estimated (:func:`certdp.lrgeo.memory.check_round`); a setting
+            above it is refused with the estimate and the most users in flight that fit.
     """
 
     def __init__(self, world: World, params: LRGeoParams, *, spec: dict[str, Any] | None = None,
                  limits: Limits | None = None, method: str = "benders", gap: float = 1e-4,
-                 time_limit: float | None = None) -> None:
+                 time_limit: float | None = None, max_memory: float | None = None) -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.world, self.params = world, params
         self.limits = limits or Limits()
+        self.memory = check_round(world, params, self.limits.round_users, limit=max_memory,
+                                  pending=self.limits.max_pending, what="pending")
+        largest = upload_bytes(self.memory.counts)
+        if largest > self.limits.max_body_bytes:
+            raise ValueError(f"max_body_mb (--max-body-mb): an honest upload can take up to {largest / 2**20:.0f} MiB on this grid "
+                             f"(an LR set of {self.memory.counts.lr} locations); allow at least that")
         self.method, self.gap, self.time_limit = method, gap, time_limit
         t0 = time.perf_counter()
         self.server = LRGeoServer(world, build_table(world, params.cell, params.table_band), params)
@@ -381,7 +400,9 @@ class RoundScheduler:
         self.table_seconds = time.perf_counter() - t0
         self.instance = uuid.uuid4().hex[:12]
         spec = spec or {}
+        bbox = spec.get("bbox")
         self.world_spec = WorldSpec(dataset=spec.get("dataset"), network=spec.get("network"),
+                                    bbox=None if bbox is None else tuple(float(v) for v in bbox),
                                     grid=cast(tuple[int, int], tuple(int(v) for v in spec.get("grid", world.shape))),
                                     fingerprint=fingerprint(world), K=world.K, name=world.name)
         self._map_json: str | None = None
@@ -564,7 +585,7 @@ class RoundScheduler:
             raise TooCostly(f"the upload's LP block has {rows} rows; the limit per user is {L.user_rows}")
         srv = LRGeoServer(W, self.server.table, P)
         srv.circles, srv.requests = {uid: circle}, {uid: req}
-        _, blocks, H = srv.build()
+        _, blocks, H, _ = srv.build()
         core = core_point(blocks, P, H)
         spec = blocks[0].spec
         t0 = time.perf_counter()

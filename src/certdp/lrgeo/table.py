@@ -14,6 +14,15 @@ takes ``p_i (beta[a, b] + e_i + e_k)`` with ``e = tc(v, snapped)``, the travel d
 snapped node (Eq. 27). This is an upper bound on the true cost by the triangle inequality of
 the road metric; ``p_i max(0, beta - e_i - e_k)`` is a lower bound (Eq. 33). The paper writes
 the Haversine distance for e, which is not a bound on a *travel* distance; we use travel.
+
+Which rows are held. Users snap only locations of V, and V is public, so the only fine cells
+any user ever looks up are those that can be nearest to a location's centre (one per
+location, up to four where a centre lies on a boundary between fine cells). The table holds
+those cells and the pairs of them within the band (section 4.5.3 reduces V-hat the same
+way, to what the users need): every cost a user estimates is the one the whole fine grid
+gives, while the table grows with the locations, K times the cells within the band, instead
+of with the area over the fine cell (0.1 km cells over a 47 x 49 km box: 231,000 cells and 7
+million node pairs, 5.6 GB to build, against 1,600 cells and tens of thousands of pairs).
 """
 
 from __future__ import annotations
@@ -22,28 +31,85 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse.csgraph import connected_components, dijkstra
+from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from .. import _validate as V
-from ..datasets.city import World, project_km
+from ..datasets.city import World, pairs_within, project_km, road_travel
 from ..space import haversine_km
+
+
+@dataclass(frozen=True)
+class FineGrid:
+    """The geometry of V-hat: ``rows x cols`` cells of about ``cell_km`` over the world's cells
+    (their extent, extended by half a location cell on each side), regular in latitude and
+    longitude. Cell ``r * cols + c`` has its centre at row r, column c. Nothing is allocated
+    per cell: cells are found by arithmetic."""
+
+    lat_lo: float
+    lon_lo: float
+    dlat: float
+    dlon: float
+    rows: int
+    cols: int
+
+    @classmethod
+    def over(cls, world: World, cell_km: float) -> FineGrid:
+        R, C = world.shape
+        ll = world.latlon
+        lat_min, lat_max = ll[:, 0].min(), ll[:, 0].max()
+        lon_min, lon_max = ll[:, 1].min(), ll[:, 1].max()
+        dlat_cell = (lat_max - lat_min) / max(R - 1, 1) if R > 1 else 0.0
+        dlon_cell = (lon_max - lon_min) / max(C - 1, 1) if C > 1 else 0.0
+        lat_lo, lat_hi = lat_min - dlat_cell / 2, lat_max + dlat_cell / 2
+        lon_lo, lon_hi = lon_min - dlon_cell / 2, lon_max + dlon_cell / 2
+        height = float(haversine_km(np.array([lat_lo, lon_lo]), np.array([lat_hi, lon_lo])))
+        width = float(haversine_km(np.array([world.lat0, lon_lo]), np.array([world.lat0, lon_hi])))
+        nr = max(1, math.ceil(height / cell_km - 1e-9))
+        nc = max(1, math.ceil(width / cell_km - 1e-9))
+        return cls(float(lat_lo), float(lon_lo), float((lat_hi - lat_lo) / nr), float((lon_hi - lon_lo) / nc), nr, nc)
+
+    @property
+    def n_cells(self) -> int:
+        return self.rows * self.cols
+
+    def centres(self, cells: np.ndarray) -> np.ndarray:
+        """(len(cells), 2) centres (lat, lon) of the cells with these indices."""
+        r, c = np.divmod(np.asarray(cells, dtype=np.int64), self.cols)
+        return np.column_stack([self.lat_lo + (r + 0.5) * self.dlat, self.lon_lo + (c + 0.5) * self.dlon])
+
+    def nearest_cells(self, latlon: np.ndarray, lat0: float) -> np.ndarray:
+        """Sorted indices of every cell whose centre is nearest (in the projection a user snaps
+        with, :func:`certdp.datasets.city.project_km` at ``lat0``) to one of the points, ties
+        included: the cell containing a point, or several where it lies on a boundary."""
+        latlon = np.atleast_2d(np.asarray(latlon, dtype=np.float64))
+        r0 = np.clip(np.floor((latlon[:, 0] - self.lat_lo) / self.dlat).astype(np.int64), 0, self.rows - 1)
+        c0 = np.clip(np.floor((latlon[:, 1] - self.lon_lo) / self.dlon).astype(np.int64), 0, self.cols - 1)
+        off = np.array([(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)])
+        r = np.clip(r0[:, None] + off[None, :, 0], 0, self.rows - 1)
+        c = np.clip(c0[:, None] + off[None, :, 1], 0, self.cols - 1)
+        cells = r * self.cols + c                                          # (points, 9)
+        xy = project_km(self.centres(cells.reshape(-1)), lat0).reshape(len(latlon), 9, 2)
+        d = np.linalg.norm(xy - project_km(latlon, lat0)[:, None, :], axis=2)
+        near = d <= d.min(axis=1, keepdims=True) * (1 + 1e-9) + 1e-12
+        return np.unique(cells[near])
 
 
 @dataclass(frozen=True, eq=False)
 class ReferenceTable:
-    """beta over pairs of fine cells (stored per pair of their road nodes).
+    """beta over pairs of the fine cells held (stored per pair of their road nodes).
 
     Attributes:
         cell_km: fine cell side.
-        fine_latlon: (F, 2) fine cell centres.
-        fine_node: (F,) road node of each fine cell.
+        fine_latlon: (F, 2) centres of the fine cells held (see the module docstring).
+        fine_node: (F,) road node of each of them.
         band_km: pairs of fine cells farther apart than this are not in the table.
-        pair_key: sorted keys ``a * n_nodes + b`` (a <= b) of the node pairs held.
+        pair_key: sorted keys ``a * n_nodes + b`` (a < b) of the node pairs held.
         pair_beta: beta of each key.
         n_nodes: number of road nodes (for the keys).
         snap_max_km: the largest travel distance from a location of V to its snapped node
             (what the server knows about e; used by the inference metric).
+        grid_cells: cells of the whole fine grid V-hat over the world.
     """
 
     cell_km: float
@@ -54,11 +120,16 @@ class ReferenceTable:
     pair_beta: np.ndarray
     n_nodes: int
     snap_max_km: float
+    grid_cells: int = 0
 
     @property
     def half_diagonal_km(self) -> float:
         """Half the diagonal of a cell: the farthest a location is from its cell's centre."""
         return self.cell_km * math.sqrt(2.0) / 2.0
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self.fine_latlon, self.fine_node, self.pair_key, self.pair_beta)))
 
     def lookup(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """beta for node pairs (a, b); NaN where the pair is not in the table."""
@@ -77,64 +148,30 @@ def lookup(keys: np.ndarray, beta: np.ndarray, n_nodes: int, a: np.ndarray, b: n
     return np.where(a == b, 0.0, out)
 
 
-def fine_grid(world: World, cell_km: float) -> np.ndarray:
-    """Centres of a grid of ``cell_km`` cells covering the world's cells."""
-    R, C = world.shape
-    ll = world.latlon
-    hl, wl = world.cell_km
-    lat_min, lat_max = ll[:, 0].min(), ll[:, 0].max()
-    lon_min, lon_max = ll[:, 1].min(), ll[:, 1].max()
-    dlat_cell = (lat_max - lat_min) / max(R - 1, 1) if R > 1 else 0.0
-    dlon_cell = (lon_max - lon_min) / max(C - 1, 1) if C > 1 else 0.0
-    # extend by half a location cell on each side
-    lat_lo, lat_hi = lat_min - dlat_cell / 2, lat_max + dlat_cell / 2
-    lon_lo, lon_hi = lon_min - dlon_cell / 2, lon_max + dlon_cell / 2
-    height = float(haversine_km(np.array([lat_lo, lon_lo]), np.array([lat_hi, lon_lo])))
-    lat0 = world.lat0
-    width = float(haversine_km(np.array([lat0, lon_lo]), np.array([lat0, lon_hi])))
-    nr = max(1, math.ceil(height / cell_km - 1e-9))
-    nc = max(1, math.ceil(width / cell_km - 1e-9))
-    r, c = np.divmod(np.arange(nr * nc), nc)
-    return np.column_stack([lat_lo + (r + 0.5) * (lat_hi - lat_lo) / nr, lon_lo + (c + 0.5) * (lon_hi - lon_lo) / nc])
-
-
 def build_table(world: World, cell_km: float, band_km: float, *, chunk: int = 4_000_000) -> ReferenceTable:
-    """Build the server's reference table for ``world`` (targets: the world's prior q)."""
+    """Build the server's reference table for ``world`` (targets: the world's prior q), over
+    the fine cells a location can snap to (see the module docstring)."""
     cell_km = V.positive_float("cell_km (reference table cell size)", cell_km)
     band_km = V.positive_float("band_km", band_km)
     road = world.road
-    fl = fine_grid(world, cell_km)
+    grid = FineGrid.over(world, cell_km)
+    cells = grid.nearest_cells(world.latlon, world.lat0)
+    fl = grid.centres(cells)
     _, comp = connected_components(road.graph, directed=False)
     big = np.flatnonzero(comp == comp[world.node[0]])
     tree = cKDTree(project_km(road.latlon[big], world.lat0))
     fnode = big[tree.query(project_km(fl, world.lat0))[1]]
-    # node pairs that some two fine cells within the band map to. A node a represents fine
-    # cells up to r_a from it, so d(a, b) <= band + r_a + r_b covers them all (a superset).
+    E, _ = pairs_within(fl, band_km, world.lat0)
+    a, b = fnode[E[:, 0]], fnode[E[:, 1]]
     n = road.n_nodes
-    un, finv = np.unique(fnode, return_inverse=True)
-    r = np.zeros(len(un))
-    np.maximum.at(r, finv, haversine_km(fl, road.latlon[fnode]))
-    xy = project_km(road.latlon[un], world.lat0)
-    kd = cKDTree(xy)
-    rows, cols = [], []
-    for i, nb in enumerate(kd.query_ball_point(xy, (band_km + r + r.max()) * 1.02 + 1e-9)):
-        nb = np.asarray(nb, dtype=np.int64)
-        nb = nb[nb > i]
-        rows.append(np.full(len(nb), i))
-        cols.append(nb)
-    I = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    J = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-    d = haversine_km(road.latlon[un[I]], road.latlon[un[J]])
-    keep = d <= (band_km + r[I] + r[J]) * 1.0001 + 1e-9
-    a = np.minimum(un[I[keep]], un[J[keep]])
-    b = np.maximum(un[I[keep]], un[J[keep]])
-    keys = np.unique(a * n + b)
+    keys = np.unique(np.minimum(a, b)[a != b] * n + np.maximum(a, b)[a != b])
     pa, pb = keys // n, keys % n
-    # travel from every distinct target node to every node used by the table
+    # travel from every distinct target node (the locations' nodes, weighted by q) to every
+    # node the table uses
     tn, tinv = np.unique(world.node, return_inverse=True)
     w = np.bincount(tinv, weights=world.target_prior, minlength=len(tn))
     used, uinv = np.unique(np.concatenate([pa, pb]), return_inverse=True)
-    T = dijkstra(road.graph, directed=False, indices=tn)[:, used]  # (targets, used)
+    T = road_travel(road, tn, used)                                     # (targets, used)
     ia, ib = uinv[: len(pa)], uinv[len(pa):]
     beta = np.empty(len(keys))
     step = max(1, chunk // max(len(tn), 1))
@@ -144,7 +181,7 @@ def build_table(world: World, cell_km: float, band_km: float, *, chunk: int = 4_
     snap = snapped(fl, fnode, world.latlon, world.lat0)
     e = travel_pairs(road, world.node, snap)
     return ReferenceTable(cell_km=cell_km, fine_latlon=fl, fine_node=fnode, band_km=band_km, pair_key=keys,
-                          pair_beta=beta, n_nodes=n, snap_max_km=float(e.max(initial=0.0)))
+                          pair_beta=beta, n_nodes=n, snap_max_km=float(e.max(initial=0.0)), grid_cells=grid.n_cells)
 
 
 def snapped(fine_latlon: np.ndarray, fine_node: np.ndarray, latlon: np.ndarray, lat0: float) -> np.ndarray:
@@ -154,13 +191,24 @@ def snapped(fine_latlon: np.ndarray, fine_node: np.ndarray, latlon: np.ndarray, 
 
 
 def travel_pairs(road, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Travel distance from ``src[t]`` to ``dst[t]`` for every t (one Dijkstra per distinct source)."""
+    """Travel distance from ``src[t]`` to ``dst[t]`` for every t. The pairs are near each other
+    (a location's node and its snapped node), so Dijkstra first stops at four times the
+    largest straight-line distance plus 1 km, and runs unbounded only from the sources it
+    left unreached: the distances are exact either way."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     out = np.zeros(len(src))
-    need = src != dst
-    if np.any(need):
+    need = np.flatnonzero(src != dst)
+    if len(need) == 0:
+        return out
+    straight = haversine_km(road.latlon[src[need]], road.latlon[dst[need]])
+    limit = 4.0 * float(straight.max()) + 1.0
+    for lim in (limit, math.inf):
         us, inv = np.unique(src[need], return_inverse=True)
-        D = dijkstra(road.graph, directed=False, indices=us)
-        out[need] = D[inv, dst[need]]
+        ud, dinv = np.unique(dst[need], return_inverse=True)
+        D = road_travel(road, us, ud, limit=lim)
+        out[need] = D[inv, dinv]
+        need = need[~np.isfinite(out[need])]
+        if len(need) == 0:
+            break
     return out

@@ -2,19 +2,36 @@
 
 The master holds the perturbation vectors of the boundary records (records with a neighbour
 in another subset; Definition 3.2) and one ``w_l`` per subset; it starts with the mDP and
-unit-measure constraints among boundary records plus the Property 3.2 cuts
-``z_i <= exp(eps D(i,j)) z_j`` between non-neighbouring boundary records of the same subset.
-Subproblem ``l`` holds the internal records of subset ``l``; its constraints with the
-boundary records become right-hand sides that change with the master's solution.
+unit-measure constraints among boundary records (Eq. 10, 25-27) plus the initial cut set of
+Property 3.2, ``z_i <= exp(eps D(i,j)) z_j`` for every pair of boundary records of the union
+of the Y_l that are not neighbours (section 3.2, "Initial cut"). Subproblem ``l`` holds the
+internal records of subset ``l``; its constraints with the boundary records become
+right-hand sides that change with the master's solution (Eq. 13-16).
 
-Unlike the authors' MATLAB code, the boundary records' cost appears only in the master's
-objective and never inside a cut, so the lower bound never exceeds the upper bound.
+Where this reads the paper rather than transcribing it:
+
+- The printed initial cut is ``z_i <= e^{D_ij} z_j``, without epsilon; Property 3.2, which it
+  cites, has ``e^{eps D_ij}``, and only that form is valid for every mechanism (at eps > 1
+  the printed one cuts off mDP matrices), so the cut is built with epsilon.
+- The paper's optimality cut ``w_l >= (b - B y)' a + c_Y y`` puts the boundary records' cost
+  inside every cut although it is already in the master's objective (Eq. 9); the authors'
+  MATLAB code does the same, and its lower bound then overshoots. Here each cost is counted
+  once: ``c_Y y`` only in the master's objective.
+- A pair whose ratio ``exp(eps D)`` overflows float64 (eps D > 700) has no representable cut
+  and is left out (a relaxation; ``stats["initial_cuts_left_out"]`` counts the rows left out).
+- Block rows with a master variable are written with that variable's coefficient +-1
+  (``x / exp(eps d) - y <= 0`` for ``x - exp(eps d) y <= 0``): the same inequality scaled by a
+  positive factor, so the same feasible set, the same cuts up to their own positive factor.
+
+Every other difference from the published algorithm is a switch of :class:`BendersConfig`,
+off in the variant 'paper' and measured one at a time by
+``benchmarks/paper000/paper_switches.py``.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -35,7 +52,12 @@ from .partition import Partition
 from .upper import mdp_lift
 from .partition import partition as partition_records
 
-INITIAL_CUTS = ("subset", "none")
+INITIAL_CUTS = ("union", "subset", "none")
+"""Property 3.2's initial cuts: 'union' (every non-neighbouring pair of boundary records, as
+published), 'subset' (only pairs of the same subset), 'none'."""
+
+#: eps D above which exp(eps D) overflows float64
+_OVERFLOW_LOG = 700.0
 
 
 class EnvelopeSeparator:
@@ -106,6 +128,7 @@ class PMODecomposition:
     n_outputs: int
     n_initial_cuts: int
     separator: EnvelopeSeparator | None = None
+    n_initial_overflow: int = 0
 
 
 def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: int, N: int, ypos: np.ndarray,
@@ -176,9 +199,12 @@ def _block(X: np.ndarray, edges: np.ndarray, dist: np.ndarray, eps: float, K: in
 
 def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray, *, scale: float,
               initial_cuts: str = "subset", graph: MDPGraph | None = None,
-              elastic: float | None = None) -> PMODecomposition:
+              elastic: float | None = None, ratio_cap: float | None = MAX_LOG_RATIO) -> PMODecomposition:
     """Build the master and the blocks for the LP restricted to the constraints ``edges``
-    (with ``elastic``, blocks with slack: see :func:`_block`)."""
+    (with ``elastic``, blocks with slack: see :func:`_block`). Boundary records are those with
+    a neighbour in another subset along ``edges`` (Definition 3.2 on that graph);
+    ``initial_cuts`` is one of :data:`INITIAL_CUTS`; initial cuts whose ratio exceeds
+    exp(ratio_cap) are left out (None: only those whose ratio overflows float64)."""
     N, K = space.n_records, space.n_outputs
     eps = space.epsilon
     wc = space.weighted_cost / scale
@@ -195,16 +221,21 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
     r_lo = [np.full(mrows[0].shape[0], -INF), np.ones(nY)]
     r_up = [np.zeros(mrows[0].shape[0]), np.ones(nY)]
     g = graph if graph is not None else MDPGraph(N, edges, dist)
-    n_init = 0
-    if initial_cuts == "subset" and nY > 1:
+    n_init = n_over = 0
+    if initial_cuts != "none" and nY > 1:
         D = g.path_distances(boundary)[:, boundary]
         adj = np.zeros((nY, nY), dtype=bool)
         adj[ypos[edges[both, 0]], ypos[edges[both, 1]]] = True
         adj |= adj.T
-        same = lab[boundary][:, None] == lab[boundary][None, :]
         iu, ju = np.triu_indices(nY, 1)
-        # (a pair beyond exp(MAX_LOG_RATIO) would only put a near-vacuous, badly scaled row in the master)
-        sel = same[iu, ju] & ~adj[iu, ju] & (eps * D[iu, ju] <= MAX_LOG_RATIO)
+        sel = ~adj[iu, ju] & np.isfinite(D[iu, ju])
+        if initial_cuts == "subset":
+            sel &= lab[boundary][iu] == lab[boundary][ju]
+        # a pair beyond exp(ratio_cap) would only put a near-vacuous, badly scaled row in the
+        # master; beyond exp(_OVERFLOW_LOG) its ratio is not a float64
+        over = sel & (eps * D[iu, ju] > (_OVERFLOW_LOG if ratio_cap is None else min(ratio_cap, _OVERFLOW_LOG)))
+        n_over = int(over.sum()) * 2 * K
+        sel &= ~over
         pairs = np.column_stack([iu[sel], ju[sel]])
         if len(pairs):
             P = mdp_rows(nY, K, pairs, D[iu[sel], ju[sel]], eps)
@@ -237,7 +268,7 @@ def decompose(space: Space, part: Partition, edges: np.ndarray, dist: np.ndarray
             groups.append((ypos[B], Flow, Fup))
     sep = EnvelopeSeparator(groups, K) if groups else None
     return PMODecomposition(master=master, blocks=blocks, boundary=boundary, internal=internal, n_outputs=K,
-                            n_initial_cuts=n_init, separator=sep)
+                            n_initial_cuts=n_init, separator=sep, n_initial_overflow=n_over)
 
 
 @dataclass(frozen=True)
@@ -256,23 +287,46 @@ class BendersConfig:
         in_out: in-out stabilisation: the blocks are solved at ``in_out`` x the master's y plus
             the rest x a core point that starts at the first mechanism (needs ``repair``), or
             None.
+        initial_cuts: Property 3.2's initial cuts (:data:`INITIAL_CUTS`): 'union' as published.
+        reduce: drop the implied edges (:meth:`certdp.MDPGraph.implied_edges`, exact) before
+            partitioning, so boundary records and every row are those of the reduced graph;
+            False: Definition 3.2 on the whole mDP graph, as published.
+        ratio_cap: leave out the mDP rows and initial cuts whose ratio exp(eps d) exceeds
+            exp(ratio_cap) (a relaxation; the returned matrix is certified on every pair):
+            MAX_LOG_RATIO (16) by default; 34.5 is the least that HiGHS accepts (it refuses
+            coefficients above 1e15). None: every row, as published.
+        clean_cuts: before a cut reaches the master, relax its coefficients below 1e-9 of its
+            largest away, scale it to a largest coefficient of 1, and skip it when it still
+            spans more than 1e9 (:class:`certdp.lp.benders.BendersMaster`). False: every cut
+            as the block gives it, as published.
     """
 
     envelope: bool = True
     elastic: float | None = 10.0
     repair: bool = True
     in_out: float | None = 0.2
+    initial_cuts: str = "subset"
+    reduce: bool = True
+    ratio_cap: float | None = MAX_LOG_RATIO
+    clean_cuts: bool = True
 
     def __post_init__(self) -> None:
         if self.elastic is not None and not (isinstance(self.elastic, (int, float)) and self.elastic > 0):
             raise ValueError(f"BendersConfig.elastic must be a positive price or None, got {self.elastic!r}")
         if self.in_out is not None and not (isinstance(self.in_out, (int, float)) and 0 < self.in_out <= 1):
             raise ValueError(f"BendersConfig.in_out must be in (0, 1] or None, got {self.in_out!r}")
+        if self.ratio_cap is not None and not (isinstance(self.ratio_cap, (int, float)) and self.ratio_cap > 0):
+            raise ValueError(f"BendersConfig.ratio_cap must be a positive log ratio or None, got {self.ratio_cap!r}")
+        if self.initial_cuts not in INITIAL_CUTS:
+            raise ValueError(f"BendersConfig.initial_cuts must be one of {', '.join(INITIAL_CUTS)}, "
+                             f"got {self.initial_cuts!r}")
 
 
-#: 'paper' is the paper's algorithm; 'improved' is the combination that won the ablation in
-#: benchmarks/paper000/benders_ablation.py (docs/pmo.md has the table).
-VARIANTS = {"paper": BendersConfig(envelope=False, elastic=None, repair=False, in_out=None),
+#: 'paper' is the published algorithm (every switch of :class:`BendersConfig` off); 'improved'
+#: is the combination that won the ablation in benchmarks/paper000/benders_ablation.py
+#: (docs/pmo.md has the table).
+VARIANTS = {"paper": BendersConfig(envelope=False, elastic=None, repair=False, in_out=None, initial_cuts="union",
+                                   reduce=False, ratio_cap=None, clean_cuts=False),
             "improved": BendersConfig()}
 
 
@@ -341,8 +395,8 @@ def _rescaled(progress: Progress | None, scale: float) -> Progress | None:
 
 
 def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | None = None, gap: float = 1e-2,
-                  max_iterations: int = 1000, time_limit: float | None = None, reduce: bool = True,
-                  initial_cuts: str = "subset", variant: str = "improved", seed: int = 0,
+                  max_iterations: int = 1000, time_limit: float | None = None, reduce: bool | None = None,
+                  initial_cuts: str | None = None, variant: str = "improved", seed: int = 0,
                   executor: str | None = None, workers: int = 1, scheduler: str | None = None,
                   runner_factory: Callable[..., Any] | None = None, progress: Progress | None = None,
                   tolerance: float = 1e-9, config: BendersConfig | None = None) -> SolveResult:
@@ -355,12 +409,13 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         gap: stop at this relative gap.
         max_iterations: stop after this many rounds.
         time_limit: stop after this many seconds of wall-clock time.
-        reduce: drop implied edges before decomposing (exact).
-        initial_cuts: 'subset' (Property 3.2 cuts between non-neighbouring boundary records
-            of the same subset) or 'none'.
-        variant: 'paper' (the paper's algorithm: feasibility cuts from dual rays, optimality
-            cuts from duals) or 'improved' (default; see :data:`VARIANTS` and docs/pmo.md).
-        config: a :class:`BendersConfig` to run instead of the named variant's.
+        reduce: drop implied edges before decomposing (exact); default: the variant's
+            (:attr:`BendersConfig.reduce`).
+        initial_cuts: one of :data:`INITIAL_CUTS`; default: the variant's.
+        variant: 'paper' (the published algorithm: every switch of :class:`BendersConfig`
+            off) or 'improved' (default; see :data:`VARIANTS` and docs/pmo.md).
+        config: a :class:`BendersConfig` to run instead of the named variant's (``reduce`` and
+            ``initial_cuts``, when given, override it).
         seed: seed of the k-means partitioners.
         executor: one of :data:`certdp.lp.executors.EXECUTORS`: 'threads' (``workers`` threads
             of this process), 'process' (``workers`` local processes) or 'dask' (a LocalCluster
@@ -371,17 +426,19 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
         progress: receives each round's bounds.
     """
     d = config if config is not None else VARIANTS[variant]
+    if reduce is not None or initial_cuts is not None:
+        d = replace(d, reduce=d.reduce if reduce is None else reduce,
+                    initial_cuts=d.initial_cuts if initial_cuts is None else initial_cuts)
     if executor is None:
         executor = "dask" if scheduler else ("process" if workers > 1 else "threads")
     if subsets is None:
         subsets = min(25, space.n_records)
     t_start = time.perf_counter()
     graph = MDPGraph.from_space(space)
-    implied = graph.implied_edges() if reduce else np.zeros(graph.n_edges, dtype=bool)
-    # rows beyond exp(MAX_LOG_RATIO) are left out, as in the monolithic LP: a relaxation (both
-    # bounds stay valid: the upper bound is a certified matrix's cost), and HiGHS cannot take
-    # coefficients of exp(eps d) at the paper's eps d = 20 in the master next to 1
-    keep = ~implied & (space.epsilon * graph.distance <= MAX_LOG_RATIO)
+    implied = graph.implied_edges() if d.reduce else np.zeros(graph.n_edges, dtype=bool)
+    # with ratio_cap, rows beyond exp(MAX_LOG_RATIO) are left out, as in the monolithic LP: a
+    # relaxation (both bounds stay valid: the upper bound is a certified matrix's cost)
+    keep = ~implied & ((space.epsilon * graph.distance <= d.ratio_cap) if d.ratio_cap is not None else True)
     edges, dist = graph.edges[keep], graph.distance[keep]
     t0 = time.perf_counter()
     part = partition_records(space, partition, subsets, seed=seed, graph=graph)
@@ -389,8 +446,8 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
     wc = space.weighted_cost
     scale = float(wc.max()) if wc.size and wc.max() > 0 else 1.0
     t0 = time.perf_counter()
-    dec = decompose(space, part, edges, dist, scale=scale, initial_cuts=initial_cuts,
-                    graph=MDPGraph(space.n_records, edges, dist), elastic=d.elastic)
+    dec = decompose(space, part, edges, dist, scale=scale, initial_cuts=d.initial_cuts,
+                    graph=MDPGraph(space.n_records, edges, dist), elastic=d.elastic, ratio_cap=d.ratio_cap)
     t_build = time.perf_counter() - t0
     if runner_factory is not None:
         runner = runner_factory(dec.blocks)
@@ -404,7 +461,7 @@ def solve_benders(space: Space, *, partition: str = "kmeans-dv", subsets: int | 
                       separator=dec.separator if d.envelope else None,
                       heuristic=_Repair(space, dec, wc / scale, edges, dist) if d.repair else None,
                       core=None if start is None or d.in_out is None else start[1], in_out=d.in_out or 0.2,
-                      start=start)
+                      start=start, clean_cuts=d.clean_cuts)
     finally:
         runner.close()
     if out.y is None:
@@ -430,6 +487,7 @@ def _result(space: Space, dec: PMODecomposition, part: Partition, out: Any, edge
         "n_records": N, "n_outputs": K, "variant": variant, "partition": part.stats(edges), "subsets": part.n_subsets,
         "blocks": len(dec.blocks), "boundary_records": int(len(dec.boundary)),
         "master_variables": int(len(dec.boundary) * K), "initial_cuts": dec.n_initial_cuts,
+        "initial_cuts_left_out": dec.n_initial_overflow,
         "cuts": out.cuts, "skipped_cuts": out.skipped_cuts,
         "constraints_before": 2 * len(all_e) * K + N, "constraints_after": 2 * len(edges) * K + N,
         "certify_mixing": cert.mixing, "benders_upper_bound": out.upper_bound * scale,

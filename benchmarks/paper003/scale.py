@@ -1,0 +1,284 @@
+"""LR-Geo at paper 003's size on real road networks (issue 49): memory per part, time per part
+(wall and process CPU), and the Benders solve, over several boxes and seeds.
+
+Settings: the paper's (eps 10/km, Gamma 20 km, r_obf 4 km, 0.1 km reference table), a 40 x 40
+grid over a 47 x 49 km box (the size of the paper's Rome region) of Sydney, over the whole Gold
+Coast network, and (with ``--heldout``, to confirm only) over boxes of the held-out networks.
+
+Each instance runs in its own process under an address-space cap (``--cap-gb``), so that its
+peak memory is its own. Per part, the measured growth of the resident set while the part runs
+(the peak above the resident set at its start, ``/proc/self/clear_refs``) stands beside the
+estimate :func:`certdp.lrgeo.memory.estimate_round` made before anything was allocated:
+
+- world: the locations' Haversine and travel matrices (K x K);
+- table: the reference table (:func:`certdp.lrgeo.table.build_table`);
+- lr_sets: the users' LR sets, costs and uploads;
+- blocks: the LP blocks of CLR-Geo (:meth:`certdp.lrgeo.server.LRGeoServer.build`);
+- solve: the Benders solve (the blocks again, their HiGHS models and the master);
+- certify: the users' certification of their matrices.
+
+The round's time is reported per part in wall seconds and in process CPU seconds (the machine
+is shared: wall time also counts waiting for a core). The Benders solve is split into its
+block solves and its master (CPU seconds, from the engine's history).
+
+    python -m benchmarks.paper003.scale [--users 4 10] [--seeds 0 1 2] [--heldout]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .._common import output_args, write_table
+
+#: 47 x 49 km boxes of Sydney (lon_min, lat_min, lon_max, lat_max): the west, the centre, the south
+SYDNEY_BOXES = {
+    "sydney-centre": (150.95, -34.05, 151.46, -33.61),
+    "sydney-west": (150.60, -33.95, 151.11, -33.51),
+    "sydney-north": (150.90, -33.75, 151.41, -33.31),
+}
+#: boxes of the held-out networks of the same size, about their middle (confirmation only)
+HELDOUT = ("birmingham", "chicago", "philadelphia")
+
+
+def _box_around(nodes_csv: Path, width_km: float = 47.0, height_km: float = 49.0) -> tuple[float, ...]:
+    """A width x height km box centred on the median node of a network."""
+    import math
+
+    import numpy as np
+
+    ll = np.loadtxt(nodes_csv, delimiter=",", skiprows=1, usecols=(1, 2))
+    lon, lat = float(np.median(ll[:, 0])), float(np.median(ll[:, 1]))
+    dlat = height_km / 111.195 / 2
+    dlon = width_km / (111.195 * math.cos(math.radians(lat))) / 2
+    return (lon - dlon, lat - dlat, lon + dlon, lat + dlat)
+
+
+def instances(heldout: bool) -> list[tuple[str, Path, tuple[float, ...] | None]]:
+    """(name, folder with NAME_nodes.csv / NAME_edges.csv, bbox or None for the whole network)."""
+    from certdp.experiments.instances import data_dir
+
+    roads = data_dir() / "roads"
+    if heldout:
+        d = Path(os.environ.get("CERTDP_HELDOUT", "/work/heldout")) / "roads"
+        return [(n, d, _box_around(d / f"{n}_nodes.csv")) for n in HELDOUT if (d / f"{n}_nodes.csv").is_file()]
+    out = [(name, roads, box) for name, box in SYDNEY_BOXES.items()]
+    return out + [("goldcoast", roads, None)]
+
+
+# ------------------------------------------------------------------------- one instance, in a child
+def _rss() -> tuple[int, int]:
+    """(resident, peak resident) bytes of this process."""
+    vals = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                vals[k] = int(v.split()[0]) * 1024
+    return vals["VmRSS"], vals["VmHWM"]
+
+
+class _Part:
+    """Measures one part: peak resident growth, wall and CPU seconds."""
+
+    def __init__(self, out: dict, name: str) -> None:
+        self.out, self.name = out, name
+
+    def __enter__(self) -> _Part:  # noqa: PYI034
+        with open("/proc/self/clear_refs", "w") as f:   # the peak restarts from the resident set
+            f.write("5")
+        self.rss0 = _rss()[0]
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.out[self.name] = {"bytes": max(0, _rss()[1] - self.rss0), "wall": time.perf_counter() - self.t0,
+                               "cpu": time.process_time() - self.c0}
+        print(self.name, self.out[self.name], file=sys.stderr, flush=True)
+
+
+def _round_line(ev) -> None:
+    """Each Benders round on stderr (what a run stopped from outside had reached)."""
+    r = ev.record
+    if "gap" in r:
+        print(f"round {r['iteration']}: gap {r['gap']:.3g}, blocks CPU {r.get('sub_cpu', 0):.2f} s, master CPU "
+              f"{r.get('master_cpu', 0):.3f} s", file=sys.stderr, flush=True)
+
+
+def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int) -> dict:
+    import numpy as np
+
+    from certdp.audit import verify
+    from certdp.datasets.city import grid_world
+    from certdp.datasets.road import load_road_network
+    from certdp.lrgeo.memory import estimate_round
+    from certdp.lrgeo.server import LRGeoServer
+    from certdp.lrgeo.table import build_table
+    from certdp.lrgeo.user import LRGeoParams, LRGeoUser
+
+    road = load_road_network(Path(folder) / f"{name}_nodes.csv", Path(folder) / f"{name}_edges.csv")
+    world = grid_world(road, 40, 40, bbox=None if bbox is None else tuple(bbox), name=name)
+    P = LRGeoParams.paper(world.cell)
+    est = estimate_round(world, P, users)
+    parts: dict[str, dict] = {}
+    rng = np.random.default_rng(seed)
+    with _Part(parts, "world"):
+        _ = world.haversine, world.travel
+    with _Part(parts, "table"):
+        table = build_table(world, P.cell, P.table_band)
+    server = LRGeoServer(world, table, P)
+    with _Part(parts, "lr_sets"):
+        locs = rng.choice(world.K, size=users, replace=False)
+        us = [LRGeoUser(world, int(v), P, name=f"user-{t}", rng=rng) for t, v in enumerate(locs)]
+        for u in us:
+            server.enrol(u)
+    with _Part(parts, "blocks"):
+        built = server.build()
+        rows = sum(b.spec.W.shape[0] for b in built[1])
+        nnz = sum(b.spec.W.nnz + b.spec.T.nnz for b in built[1])
+    del built
+    with _Part(parts, "solve"):
+        resp, info = server.solve(gap=1e-4, fallback=False, progress=_round_line)
+    with _Part(parts, "certify"):
+        mechs = [u.mechanism(resp[u.name])[0] for u in us]
+    certified = sum(bool(verify(m.matrix, m.epsilon, m.edges, m.edge_distance).passed) for m in mechs)
+    hist = info.history
+    return {"instance": name, "bbox": bbox, "users": users, "seed": seed, "K": world.K,
+            "cell_km": world.cell_km, "lr_sizes": [u.n for u in us], "columns": [len(u.obf) for u in us],
+            "block_rows": rows, "block_nnz": nnz, "parts": parts, "estimate": est.parts,
+            "estimate_total": est.total, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "method": info.method, "status": info.status, "gap": info.gap, "iterations": info.iterations,
+            "sub_cpu": sum(h.get("sub_cpu", 0.0) for h in hist), "master_cpu": sum(h.get("master_cpu", 0.0) for h in hist),
+            "certified": certified, "table_pairs": len(table.pair_key),
+            "history": [[h["iteration"], h["gap"], h.get("sub_cpu", 0.0), h.get("master_cpu", 0.0)] for h in hist]}
+
+
+def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> tuple[dict, int]:
+    from certdp.datasets.city import grid_world
+    from certdp.datasets.road import load_road_network
+    from certdp.lrgeo.memory import estimate_round
+    from certdp.lrgeo.user import LRGeoParams
+
+    net = name.split("-")[0]
+    road = load_road_network(Path(folder) / f"{net}_nodes.csv", Path(folder) / f"{net}_edges.csv")
+    world = grid_world(road, 40, 40, bbox=None if bbox is None else tuple(bbox), name=net)
+    est = estimate_round(world, LRGeoParams.paper(world.cell), users)
+    return est.parts, est.total
+
+
+# ------------------------------------------------------------------------------------ the table
+def _child(args: list[str], cap_gb: float) -> dict | str:
+    cmd = ["prlimit", f"--as={int(cap_gb * 1e9)}", "--", sys.executable, "-m", "benchmarks.paper003.scale",
+           "--child", json.dumps(args)]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"failed ({tail[:120]})"
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--users", type=int, nargs="+", default=[4, 10])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--only", nargs="+", default=None, help="instance names to run")
+    ap.add_argument("--heldout", action="store_true", help="the held-out networks (to confirm, never to tune)")
+    ap.add_argument("--cap-gb", type=float, default=6.0, help="address-space cap per instance")
+    ap.add_argument("--jobs", type=int, default=1, help="instances run at once (each in its own process)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--rewrite", default=None, metavar="RAW.json",
+                    help="write the table again from a run's raw JSON, with the estimates of the current code")
+    output_args(ap)
+    args = ap.parse_args()
+    if args.child is not None:
+        print(json.dumps(run_one(*json.loads(args.child)), default=float))
+        return
+    if args.rewrite is not None:
+        runs = json.loads(Path(args.rewrite).read_text())
+        runs = runs["results"] if isinstance(runs, dict) else runs    # write_table's raw JSON: the runs
+        folders = {name: folder for name, folder, _ in instances(False) + instances(True)}
+        for r in runs:
+            if "error" not in r:
+                r["estimate"], r["estimate_total"] = _estimate(r["instance"], folders[r["instance"]], r["bbox"],
+                                                               r["users"])
+        _write(runs, args)
+        return
+    todo = [(name, folder, bbox, users, seed) for name, folder, bbox in instances(args.heldout)
+            if not args.only or name in args.only for users in args.users for seed in args.seeds]
+
+    def one(job: tuple) -> dict:
+        name, folder, bbox, users, seed = job
+        r = _child([name.split("-")[0], str(folder), None if bbox is None else list(bbox), users, seed], args.cap_gb)
+        if isinstance(r, dict):
+            r["instance"] = name
+            return r
+        return {"instance": name, "users": users, "seed": seed, "error": r}
+
+    runs = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:    # each instance is its own process
+        for r in pool.map(one, todo):
+            runs.append(r)
+            print(json.dumps(r, default=float)[:400], file=sys.stderr, flush=True)
+    _write(runs, args)
+
+
+def _mb(b: float) -> float:
+    return round(b / 2**20, 1)
+
+
+def _write(runs: list[dict], args: argparse.Namespace) -> None:
+    parts = ("world", "table", "lr_sets", "blocks", "solve", "certify")
+    cols = ["instance", "users", "seed", "LR sets", "iterations", "gap", "method", "certified",
+            "peak MB", "estimate MB"] + [f"{p} MB (est.)" for p in parts] + \
+        ["solve wall s", "solve CPU s", "blocks CPU s", "master CPU s", "round wall s", "round CPU s"]
+    rows = []
+    for r in runs:
+        if "error" in r:
+            rows.append([r["instance"], r["users"], r["seed"], r["error"]] + [""] * (len(cols) - 4))
+            continue
+        P, E = r["parts"], r["estimate"]
+        rows.append([r["instance"], r["users"], r["seed"], f"{min(r['lr_sizes'])}-{max(r['lr_sizes'])}",
+                     r["iterations"], r["gap"], r["method"], f"{r['certified']}/{r['users']}", _mb(r["peak"]),
+                     _mb(r["estimate_total"])]
+                    + [f"{_mb(P[p]['bytes'])} ({_mb(E.get(p, 0))})" for p in parts]
+                    + [P["solve"]["wall"], P["solve"]["cpu"], r["sub_cpu"], r["master_cpu"],
+                       sum(P[p]["wall"] for p in parts), sum(P[p]["cpu"] for p in parts)])
+    notes = []
+    ok = [r for r in runs if "error" not in r]
+    for users in sorted({r["users"] for r in ok}):
+        sel = [r for r in ok if r["users"] == users]
+        cpu = [r["parts"]["solve"]["cpu"] for r in sel]
+        wall = [r["parts"]["solve"]["wall"] for r in sel]
+        peak = [r["peak"] for r in sel]
+        notes.append(f"{users} users, {len(sel)} runs: solve CPU s median {statistics.median(cpu):.2f}, worst "
+                     f"{max(cpu):.2f}; solve wall s median {statistics.median(wall):.2f}, worst {max(wall):.2f}; peak "
+                     f"MB median {_mb(statistics.median(peak))}, worst {_mb(max(peak))}; worst gap "
+                     f"{max(r['gap'] for r in sel):.2g}; methods {sorted({r['method'] for r in sel})}; certified "
+                     f"{sum(r['certified'] for r in sel)}/{sum(r['users'] for r in sel)}")
+    for r in ok:
+        to = [sum(h[2] + h[3] for h in r.get("history", [])[:i + 1]) for i, h in enumerate(r.get("history", []))
+              if h[1] <= 1e-3]
+        if to:
+            notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: Benders CPU s to gap 1e-3 {to[0]:.2f} "
+                         f"(round {len(r['history']) - len(to) + 1}), to the end {r['sub_cpu'] + r['master_cpu']:.2f} "
+                         f"({r['iterations']} rounds)")
+    notes.append("Per part: measured growth of the resident set (estimate made before allocating, "
+                 "certdp.lrgeo.memory.estimate_round). Wall seconds on a shared machine; CPU seconds of the process.")
+    if args.rewrite:
+        notes.append(f"Measurements from the run whose raw JSON is {Path(args.rewrite).name}; estimates from the current "
+                     "code (--rewrite).")
+    name = "scale_heldout" if args.heldout else "scale"
+    write_table(name, "LR-Geo at paper 003's settings on real road networks (40 x 40 grid)", cols, rows,
+                notes=notes, raw=runs, args=args)
+
+
+if __name__ == "__main__":
+    main()

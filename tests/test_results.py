@@ -1,0 +1,162 @@
+"""Results a reader can trust: every results table names the script that reruns it, the index of
+the tables (benchmarks/README.md) is current, every table the docs cite exists, and every
+measured number in the README is in the results table its paragraph cites."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks import _common, index
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+#: a quantity in prose: a number or a range ("2.8-4.3 s", "46-73x") and its unit, if any; one with
+#: a unit of time, size, speed-up or share, or any decimal number, is a measurement
+MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?:-(\d[\d,]*(?:\.\d+)?))?"
+                      r"(x\b|%|\s?(?:CPU )?seconds\b|\s?s\b|\s?minutes\b|\s?GB\b|\s?times\b)?(?![\w.]?\d)")
+#: a results table, cited by its path from the project root
+CITED = re.compile(r"benchmarks/\w+/results/[\w.-]+\.md")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+#: numbers in the README's prose that are settings or limits of the code, not measurements
+SETTINGS = {"every 5 s": "the progress line's period on a pipe (certdp.cli.common.Live)",
+            "under 10 minutes": "the bound the default suite is kept under",
+            "Python 3.11": "the version run.sh installs with",
+            "Theorem 4.7": "a theorem's number",
+            "0.1 km": "the reference table's cell, a setting of paper 003",
+            "0.001, 0.1, 1, 10, 50": "ConstOPTMech's lambda grid"}
+
+
+def paragraphs(text: str) -> list[str]:
+    """The README's prose and tables, paragraph by paragraph, without code blocks."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)
+    return [p for p in re.split(r"\n\s*\n", prose) if p.strip()]
+
+
+def measured(paragraph: str) -> list[tuple[str, str]]:
+    """(number, unit) of every measured quantity in ``paragraph``, outside inline code and the
+    phrases of :data:`SETTINGS`; a range gives both its ends."""
+    text = re.sub(r"`[^`]*`", "", paragraph)
+    for phrase in SETTINGS:
+        text = text.replace(phrase, "")
+    return [(n, (m.group(3) or "").strip()) for m in MEASURED.finditer(text)
+            if m.group(3) or "." in m.group(1) for n in m.group(1, 2) if n]
+
+
+def factors(unit: str) -> list[float]:
+    """What a table's number is divided by to give the README's quantity in ``unit``: seconds
+    for minutes, fractions for percentages, MB or bytes for GB."""
+    return {"minutes": [60.0], "%": [1.0, 0.01], "GB": [1.0, 1e3, 1e9, 2.0**30]}.get(unit, [1.0])
+
+
+def appears(number: str, unit: str, table: str) -> bool:
+    """Whether ``number`` (with ``unit``) is one of ``table``'s numbers at the precision the
+    README gives it: 2.7 s matches 2.731, 21 minutes matches 1260 s, 1.07% matches 0.0107."""
+    text = number.replace(",", "")
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    value = float(text)
+    return any(abs(float(tok) / f - value) <= 0.5 * 10 ** -decimals + 1e-9
+               for tok in NUMBER.findall(table) for f in factors(unit))
+
+
+def unbacked(readme: str, root: Path = ROOT) -> list[str]:
+    """Every measured number of ``readme`` that is not in a results table its paragraph cites."""
+    out = []
+    for p in paragraphs(readme):
+        quantities = measured(p)
+        if not quantities:
+            continue
+        cited = sorted(set(CITED.findall(p)))
+        missing = [c for c in cited if not (root / c).is_file()]
+        if missing:
+            out.append(f"cites a table that does not exist: {', '.join(missing)}\n  {p[:100]}...")
+            continue
+        if not cited:
+            out.append(f"{', '.join(n + ' ' + u for n, u in quantities)}: no results table cited\n  {p[:100]}...")
+            continue
+        tables = "\n".join((root / c).read_text(encoding="utf-8") for c in cited)
+        out += [f"{n} {u}: not in {', '.join(cited)}" for n, u in quantities if not appears(n, u, tables)]
+    return out
+
+
+def test_every_results_table_names_a_script_that_exists():
+    found = index.results()
+    assert found, "no results tables found"
+    stale = [f"{r.path}: {r.command or 'no Command: line'}" for r in found if r.script() is None]
+    assert not stale, "results tables whose command names no script of benchmarks/:\n" + "\n".join(stale)
+
+
+def test_the_index_of_the_results_is_current():
+    assert index.INDEX.read_text(encoding="utf-8") == index.render(index.results()), \
+        "benchmarks/README.md is not current: run python -m benchmarks.index"
+
+
+def test_a_table_records_its_command_commit_and_variant(tmp_path):
+    args = argparse.Namespace(out=str(tmp_path), force=False, variant="paper")
+    path = _common.write_table("t", "A table", ["a"], [[1]], args=args)
+    r = index.read(path, root=tmp_path)
+    assert r.title == "A table" and r.variant == "paper" and r.date
+    recorded = _common.commit().split()[0].split("+")[0]
+    assert r.command.startswith("python ") and r.commit == ("" if recorded == "unknown" else recorded)
+    plain = index.read(_common.write_table("u", "B", ["a"], [[1]], args=argparse.Namespace(out=str(tmp_path))),
+                       root=tmp_path)
+    assert plain.variant == ""
+
+
+def test_every_results_table_the_docs_cite_exists():
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    missing = [f"{page.relative_to(ROOT)}: {cited}" for page in pages
+               for cited in sorted(set(CITED.findall(page.read_text(encoding="utf-8"))))
+               if not (ROOT / cited).is_file()]
+    assert not missing, "results tables cited but absent:\n" + "\n".join(missing)
+
+
+def test_every_measured_number_in_the_readme_is_in_the_table_it_cites():
+    problems = unbacked(README.read_text(encoding="utf-8"))
+    assert not problems, "README numbers without a results table behind them:\n" + "\n".join(problems)
+
+
+@given(st.floats(0.001, 1e5), st.integers(0, 3), st.sampled_from(["s", "x", "%", "minutes", "GB"]))
+def test_a_table_number_as_the_readme_rounds_it_is_found_and_another_is_not(v, decimals, unit):
+    table = f"| {_common.fmt(v)} |"
+    shown = float(_common.fmt(v)) / factors(unit)[-1]
+    assert appears(f"{shown:.{decimals}f}", unit, table)
+    far = max(float(_common.fmt(v)) / f for f in factors(unit)) * 3 + 1
+    assert not appears(f"{far:.{decimals}f}", unit, table)
+
+
+def test_a_readme_number_without_its_table_is_reported(tmp_path):
+    table = tmp_path / "benchmarks" / "p" / "results" / "t.md"
+    table.parent.mkdir(parents=True)
+    table.write_text("| 2.731 | 191.7 |\n")
+    good = "It takes 2.7 s and 192 s (`benchmarks/p/results/t.md`).\n"
+    assert unbacked(good, tmp_path) == []
+    assert unbacked("It takes 2.7 s and 51.3 s (`benchmarks/p/results/t.md`).\n", tmp_path) == \
+        ["51.3 s: not in benchmarks/p/results/t.md"]
+    assert len(unbacked("It is 10.7x faster.\n", tmp_path)) == 1
+    assert len(unbacked("Slow: 3 s (`benchmarks/p/results/gone.md`).\n", tmp_path)) == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["paper000", "paper009", "cli"]),
+                          st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1).map(str.strip)
+                          .filter(bool),
+                          st.one_of(st.none(), st.sampled_from(["paper", "improved"]))), min_size=1, max_size=6))
+def test_the_index_lists_every_table_written_whatever_its_folder_title_and_variant(tables):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for i, (folder, title, variant) in enumerate(tables):
+            out = root / "benchmarks" / folder / "results"
+            _common.write_table(f"t{i}", title, ["a"], [[i]], args=argparse.Namespace(out=str(out), variant=variant))
+        found = index.results(root)
+        text = index.render(found, root)
+    written = sorted((folder, title, variant or "") for folder, title, variant in tables)
+    assert sorted((r.path.parts[1], r.title, r.variant) for r in found) == written
+    rows = [ln for ln in text.splitlines() if ln.startswith("| [")]
+    assert len(rows) == len(tables) and all(len(re.split(r"(?<!\\)\|", ln)) == 9 for ln in rows)
