@@ -300,7 +300,7 @@ def _edited(base: dict, path: list, value) -> dict:
     (["epsilon"], 0.001, True, "spent|noise scale"),                # the leaves' noise was paid with more
     (["noise_model", "scale", 0], 1e-6, True, "noise scale"),
     (["hi", 0, 0], 6, True, "overlap|outside|uncovered"),
-    (["lo", 0], [0, 0, 0], True, "overlap|uncovered"),
+    (["lo", -1], [0, 0, 0], True, "overlap|uncovered"),           # the last leaf moved onto the origin
     (["hi", 0, 1], 99, True, "outside"),
     (["values", 0], "3", True, "values"),
     (["lo", 0, 0], 0.5, True, "lo"),
@@ -310,6 +310,7 @@ def _edited(base: dict, path: list, value) -> dict:
 ])
 def test_edits_are_refused_with_one_clear_error(base_files, tmp_path, path, value, redigest, match):
     d = _edited(base_files["ripost"], path, value)
+    assert d != base_files["ripost"], "the edit must change the file"
     if redigest:
         d["digest"] = content_digest(d)
     p = tmp_path / "v.json"

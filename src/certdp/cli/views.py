@@ -84,7 +84,7 @@ def _budget_errors() -> Iterator[None]:
         raise BadInput(" ".join(str(exc).split())) from None
 
 
-def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str = "rest",
+def _view_params(method: str, alpha, gamma, beta, k, os_, leaf_budget: str | None = None,
                  variant: str = "improved", query_columns: int = 2) -> dict[str, Any]:
     from ..views.build import WORKLOAD_PARAM
 
@@ -131,8 +131,9 @@ def _with_table_options(f):
 @click.option("--beta", type=float, default=None, help="ripost: convergence-test share (paper 0.4, improved 0.9)")
 @click.option("--k", "k", type=int, default=4, show_default=True, help="ripost: series S^k")
 @click.option("--os", "os_", type=int, default=4, show_default=True, help="ripost: series offset (>= k)")
-@click.option("--leaf-budget", type=click.Choice(["rest", "fixed"]), default="rest", show_default=True,
-              help="ripost: each leaf gets what its path left (rest) or Algorithm 1's (1 - alpha) eps (fixed)")
+@click.option("--leaf-budget", type=click.Choice(["rest", "fixed"]), default=None,
+              help="ripost: each leaf gets what its path left (rest; improved's) or Algorithm 1's (1 - alpha) eps "
+                   "(fixed; paper's)")
 @click.option("--query-columns", type=int, default=2, show_default=True,
               help="hdmm, aim: columns a query restricts (the workload they optimise for; a saved aim or mst "
                    "view answers queries over at most this many columns)")
