@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -235,7 +236,7 @@ class Design:
         return [f"{n}={getattr(self, n)}" for n in self.CHOICES if getattr(self, n) != getattr(paper, n)]
 
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "paper": {"alpha": 0.3, "gamma": 0.9, "beta": 0.4,
               "design": Design(leaf_budget="fixed", phase1="paper", phase2_test="series", phase2_cuts="all")},
     "improved": {"alpha": 0.5, "gamma": 0.5, "beta": 0.9,
