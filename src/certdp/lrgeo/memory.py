@@ -157,28 +157,26 @@ def estimate_round(world: World, params: LRGeoParams, users: int, *, pending: in
     return MemoryEstimate(users, world.shape, c, _parts(c, users, pending))
 
 
+def _proc_bytes(path: str, key: str) -> int | None:
+    """The ``key:`` line of a /proc file given in kB, in bytes; None where it cannot be read."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def available_memory() -> int:
     """Bytes this process may still allocate: the memory the kernel reports available, and at
     most what is left under an address-space limit (``prlimit --as``, ``ulimit -v``)."""
-    avail = math.inf
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    reported = _proc_bytes("/proc/meminfo", "MemAvailable")
+    avail = math.inf if reported is None else reported
     soft = resource.getrlimit(resource.RLIMIT_AS)[0]
     if soft != resource.RLIM_INFINITY:
-        used = 0
-        try:
-            with open("/proc/self/status") as fh:
-                for line in fh:
-                    if line.startswith("VmSize:"):
-                        used = int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        avail = min(avail, soft - used)
+        avail = min(avail, soft - (_proc_bytes("/proc/self/status", "VmSize") or 0))
     return int(avail) if math.isfinite(avail) else 2**62
 
 

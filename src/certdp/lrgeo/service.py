@@ -472,19 +472,14 @@ class RoundScheduler:
             raise ProtocolError(f"the request names user {req.user!r} but was sent for {uid!r}")
         digest = _digest(req.to_json())
         with self._cv:
-            u = self._auth(uid, token)
-            if u.state != "table":
-                if u.upload_digest == digest:
-                    return
-                raise Conflict(f"{uid}: already uploaded (state {u.state})")
+            if self._uploaded(uid, token, digest):
+                return
             circle = self.server.circles[uid]
         self._check_upload(uid, req, circle)
-        with self._cv:
+        with self._cv:         # checked again: the lock was let go while the upload was costed
+            if self._uploaded(uid, token, digest):
+                return
             u = self._auth(uid, token)
-            if u.state != "table":
-                if u.upload_digest == digest:
-                    return
-                raise Conflict(f"{uid}: already uploaded (state {u.state})")
             self.server.submit(req)          # the server's own checks; raises before storing
             u.state, u.since, u.upload_digest = "waiting", time.monotonic(), digest
             if not self._open:
@@ -542,6 +537,16 @@ class RoundScheduler:
         if mine >= self.limits.client_users:
             raise TooMany(f"this client has {mine} users in flight (limit {self.limits.client_users}); finish or "
                           "let them expire first", retry_after=min(self.limits.result_ttl, 30.0))
+
+    def _uploaded(self, uid: str, token: str, digest: bytes) -> bool:
+        """Under the lock: True when this very upload is already in (a client's retry), a
+        :class:`Conflict` when another one is, False when the user may upload."""
+        u = self._auth(uid, token)
+        if u.state == "table":
+            return False
+        if u.upload_digest == digest:
+            return True
+        raise Conflict(f"{uid}: already uploaded (state {u.state})")
 
     def _auth(self, uid: str, token: str) -> _User:
         u = self._users.get(uid)
