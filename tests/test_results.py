@@ -26,18 +26,22 @@ README = ROOT / "README.md"
 
 #: a quantity in prose: a number or a range ("2.8-4.3 s", "46-73x") and its unit, if any; one with
 #: a unit of time, size, speed-up or share, or any decimal number, is a measurement
-MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?:-(\d[\d,]*(?:\.\d+)?))?"
-                      r"(x\b|%|\s?(?:CPU )?seconds\b|\s?s\b|\s?minutes\b|\s?GB\b|\s?times\b)?(?![\w.]?\d)")
+MEASURED = re.compile(r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)(?:-(\d+(?:,\d{3})*(?:\.\d+)?))?"
+                      r"(x\b|%|\s?(?:CPU )?seconds\b|\s?s\b|[\s-]?minutes?\b|\s?GB\b|\s?times\b)?(?![\w.]?\d)")
 #: a results table, cited by its path from the project root
 CITED = re.compile(r"benchmarks/\w+/results/[\w.-]+\.md")
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+#: a number in a table; a hyphen after a letter or digit joins words ("grid-500"), it is no minus
+NUMBER = re.compile(r"(?:(?<![\w.])-)?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 #: numbers in the README's prose that are settings or limits of the code, not measurements
 SETTINGS = {"every 5 s": "the progress line's period on a pipe (certdp.cli.common.Live)",
             "under 10 minutes": "the bound the default suite is kept under",
             "Python 3.11": "the version run.sh installs with",
             "Theorem 4.7": "a theorem's number",
             "0.1 km": "the reference table's cell, a setting of paper 003",
-            "0.001, 0.1, 1, 10, 50": "ConstOPTMech's lambda grid"}
+            "0.001, 0.1, 1, 10, 50": "ConstOPTMech's lambda grid",
+            "eps x eta = 20": "paper 000's setting (its Table 3)",
+            "K = 100": "the number of outputs, a setting of the paper 000 benchmarks",
+            "25 subsets": "paper 000's number of subsets, a setting"}
 
 
 def paragraphs(text: str) -> list[str]:
@@ -46,14 +50,15 @@ def paragraphs(text: str) -> list[str]:
     return [p for p in re.split(r"\n\s*\n", prose) if p.strip()]
 
 
-def measured(paragraph: str) -> list[tuple[str, str]]:
-    """(number, unit) of every measured quantity in ``paragraph``, outside inline code and the
-    phrases of :data:`SETTINGS`; a range gives both its ends."""
+def measured(paragraph: str, every: bool = False) -> list[tuple[str, str]]:
+    """(number, unit) of every measured quantity in ``paragraph`` (with ``every``, of every number
+    in it), outside inline code and the phrases of :data:`SETTINGS`; a range gives both its ends."""
     text = re.sub(r"`[^`]*`", "", paragraph)
     for phrase in SETTINGS:
         text = text.replace(phrase, "")
-    return [(n, (m.group(3) or "").strip()) for m in MEASURED.finditer(text)
-            if m.group(3) or "." in m.group(1) for n in m.group(1, 2) if n]
+    return [(n, {"minute": "minutes"}.get(unit, unit)) for m in MEASURED.finditer(text)
+            if every or m.group(3) or "." in m.group(1)
+            for unit in [(m.group(3) or "").strip(" -")] for n in m.group(1, 2) if n]
 
 
 def factors(unit: str) -> list[float]:
@@ -73,13 +78,15 @@ def appears(number: str, unit: str, table: str) -> bool:
 
 
 def unbacked(readme: str, root: Path = ROOT) -> list[str]:
-    """Every measured number of ``readme`` that is not in a results table its paragraph cites."""
+    """Every number of ``readme`` that is not in a results table its paragraph cites: in a
+    paragraph that cites tables, every number outside :data:`SETTINGS`; in one that cites none,
+    every measured quantity (it has no table behind it)."""
     out = []
     for p in paragraphs(readme):
-        quantities = measured(p)
+        cited = sorted(set(CITED.findall(p)))
+        quantities = measured(p, every=bool(cited))
         if not quantities:
             continue
-        cited = sorted(set(CITED.findall(p)))
         missing = [c for c in cited if not (root / c).is_file()]
         if missing:
             out.append(f"cites a table that does not exist: {', '.join(missing)}\n  {p[:100]}...")
@@ -225,6 +232,9 @@ def test_a_readme_number_without_its_table_is_reported(tmp_path):
     assert unbacked(good, tmp_path) == []
     assert unbacked("It takes 2.7 s and 51.3 s (`benchmarks/p/results/t.md`).\n", tmp_path) == \
         ["51.3 s: not in benchmarks/p/results/t.md"]
+    assert unbacked("It takes 2.7 s in 12 rounds at 30-minute caps (`benchmarks/p/results/t.md`).\n", tmp_path) == \
+        ["12 : not in benchmarks/p/results/t.md", "30 minutes: not in benchmarks/p/results/t.md"]
+    assert appears("500", "", "| grid-500-paper |") and not appears("500", "", "| -500 |")
     assert len(unbacked("It is 10.7x faster.\n", tmp_path)) == 1
     assert len(unbacked("Slow: 3 s (`benchmarks/p/results/gone.md`).\n", tmp_path)) == 1
 
