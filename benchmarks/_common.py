@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -126,13 +127,15 @@ def commit() -> str:
 
 
 def command() -> str:
+    """The command line that reruns this run, its arguments quoted for a POSIX shell so that one
+    holding spaces (``--design 'cap 16 + subset'``) reads back as the same argument."""
     script = _script()
     root = Path(__file__).resolve().parents[1]
     try:
         mod = ".".join(script.relative_to(root).with_suffix("").parts)
-        return f"python -m {mod} {' '.join(sys.argv[1:])}".rstrip()
+        return f"python -m {mod} {shlex.join(sys.argv[1:])}".rstrip()
     except ValueError:
-        return f"python {script.name} {' '.join(sys.argv[1:])}".rstrip()
+        return f"python {shlex.quote(script.name)} {shlex.join(sys.argv[1:])}".rstrip()
 
 
 def variant(args: argparse.Namespace | None) -> str | None:

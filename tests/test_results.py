@@ -1,14 +1,21 @@
-"""Results a reader can trust: every results table names the script that reruns it, the index of
-the tables (benchmarks/README.md) is current, every table the docs cite exists, and every
-measured number in the README is in the results table its paragraph cites."""
+"""Results a reader can trust: every results table says where its code comes from (the run's
+commit, or git's history of the file) and names a command its script accepts, the index of the
+tables (benchmarks/README.md) is current, every table the docs cite exists, and every number in
+a README paragraph that cites results tables is in those tables."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import io
 import re
+import shlex
+import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,18 +26,22 @@ README = ROOT / "README.md"
 
 #: a quantity in prose: a number or a range ("2.8-4.3 s", "46-73x") and its unit, if any; one with
 #: a unit of time, size, speed-up or share, or any decimal number, is a measurement
-MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?:-(\d[\d,]*(?:\.\d+)?))?"
-                      r"(x\b|%|\s?(?:CPU )?seconds\b|\s?s\b|\s?minutes\b|\s?GB\b|\s?times\b)?(?![\w.]?\d)")
+MEASURED = re.compile(r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)(?:-(\d+(?:,\d{3})*(?:\.\d+)?))?"
+                      r"(x\b|%|\s?(?:CPU )?seconds\b|\s?s\b|[\s-]?minutes?\b|\s?GB\b|\s?times\b)?(?![\w.]?\d)")
 #: a results table, cited by its path from the project root
 CITED = re.compile(r"benchmarks/\w+/results/[\w.-]+\.md")
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+#: a number in a table; a hyphen after a letter or digit joins words ("grid-500"), it is no minus
+NUMBER = re.compile(r"(?:(?<![\w.])-)?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 #: numbers in the README's prose that are settings or limits of the code, not measurements
 SETTINGS = {"every 5 s": "the progress line's period on a pipe (certdp.cli.common.Live)",
             "under 10 minutes": "the bound the default suite is kept under",
             "Python 3.11": "the version run.sh installs with",
             "Theorem 4.7": "a theorem's number",
             "0.1 km": "the reference table's cell, a setting of paper 003",
-            "0.001, 0.1, 1, 10, 50": "ConstOPTMech's lambda grid"}
+            "0.001, 0.1, 1, 10, 50": "ConstOPTMech's lambda grid",
+            "eps x eta = 20": "paper 000's setting (its Table 3)",
+            "K = 100": "the number of outputs, a setting of the paper 000 benchmarks",
+            "25 subsets": "paper 000's number of subsets, a setting"}
 
 
 def paragraphs(text: str) -> list[str]:
@@ -39,14 +50,15 @@ def paragraphs(text: str) -> list[str]:
     return [p for p in re.split(r"\n\s*\n", prose) if p.strip()]
 
 
-def measured(paragraph: str) -> list[tuple[str, str]]:
-    """(number, unit) of every measured quantity in ``paragraph``, outside inline code and the
-    phrases of :data:`SETTINGS`; a range gives both its ends."""
+def measured(paragraph: str, every: bool = False) -> list[tuple[str, str]]:
+    """(number, unit) of every measured quantity in ``paragraph`` (with ``every``, of every number
+    in it), outside inline code and the phrases of :data:`SETTINGS`; a range gives both its ends."""
     text = re.sub(r"`[^`]*`", "", paragraph)
     for phrase in SETTINGS:
         text = text.replace(phrase, "")
-    return [(n, (m.group(3) or "").strip()) for m in MEASURED.finditer(text)
-            if m.group(3) or "." in m.group(1) for n in m.group(1, 2) if n]
+    return [(n, {"minute": "minutes"}.get(unit, unit)) for m in MEASURED.finditer(text)
+            if every or m.group(3) or "." in m.group(1)
+            for unit in [(m.group(3) or "").strip(" -")] for n in m.group(1, 2) if n]
 
 
 def factors(unit: str) -> list[float]:
@@ -66,13 +78,15 @@ def appears(number: str, unit: str, table: str) -> bool:
 
 
 def unbacked(readme: str, root: Path = ROOT) -> list[str]:
-    """Every measured number of ``readme`` that is not in a results table its paragraph cites."""
+    """Every number of ``readme`` that is not in a results table its paragraph cites: in a
+    paragraph that cites tables, every number outside :data:`SETTINGS`; in one that cites none,
+    every measured quantity (it has no table behind it)."""
     out = []
     for p in paragraphs(readme):
-        quantities = measured(p)
+        cited = sorted(set(CITED.findall(p)))
+        quantities = measured(p, every=bool(cited))
         if not quantities:
             continue
-        cited = sorted(set(CITED.findall(p)))
         missing = [c for c in cited if not (root / c).is_file()]
         if missing:
             out.append(f"cites a table that does not exist: {', '.join(missing)}\n  {p[:100]}...")
@@ -85,11 +99,89 @@ def unbacked(readme: str, root: Path = ROOT) -> list[str]:
     return out
 
 
-def test_every_results_table_names_a_script_that_exists():
+class _Parsed(Exception):
+    """Raised in place of running a benchmark, once its arguments are parsed."""
+
+
+def rejected(r: index.Result, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """argparse's message when the script of ``r`` does not accept the arguments of its recorded
+    command, None when it does. The script's ``main`` runs up to parsing its arguments, no further."""
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        raise _Parsed(parse(self, args, namespace))
+
+    module = importlib.import_module(r.module)
+    err = io.StringIO()
+    with monkeypatch.context() as m:
+        m.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+        m.setattr(sys, "argv", [module.__file__, *shlex.split(index._MODULE.sub("", r.command))])
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                module.main()
+        except _Parsed:
+            return None
+        except SystemExit:
+            return err.getvalue().strip().splitlines()[-1]
+    return "main() returned without parsing its arguments"
+
+
+def test_every_results_table_says_where_its_code_comes_from_and_names_a_script_that_exists():
     found = index.results()
     assert found, "no results tables found"
     stale = [f"{r.path}: {r.command or 'no Command: line'}" for r in found if r.script() is None]
     assert not stale, "results tables whose command names no script of benchmarks/:\n" + "\n".join(stale)
+    unknown = [str(r.path) for r in found if r.provenance not in ("run", "git")]
+    assert not unknown, ("results tables with no commit, neither the run's nor git's (python -m benchmarks.index "
+                         "--from-git gives a committed one git's):\n" + "\n".join(unknown))
+
+
+def test_a_commit_taken_from_git_is_what_git_says_of_the_table():
+    found = [r for r in index.results() if r.provenance == "git"]
+    histories = {r.path: index.history(r.path) for r in found}
+    if found and not any(histories.values()):
+        pytest.skip("git has no history here")
+    wrong = [f"{r.path}: added in {r.added}, last changed in {r.commit}; git: added in {h[-1][:12]}, changes {len(h)}"
+             for r, h in ((r, histories[r.path]) for r in found)
+             if not h[-1].startswith(r.added) or not any(c.startswith(r.commit) for c in h)]
+    assert not wrong, "results tables whose Commit: line git contradicts:\n" + "\n".join(wrong)
+
+
+def test_every_results_table_command_is_one_its_script_accepts(monkeypatch):
+    refused = [f"{r.path}: {why}" for r in index.results() if r.script() and (why := rejected(r, monkeypatch))]
+    assert not refused, "results tables whose script no longer accepts their command:\n" + "\n".join(refused)
+
+
+def test_a_refused_command_is_reported(monkeypatch):
+    r = index.Result(path=Path("t.md"), title="t", command="python -m benchmarks.paper000.scale --no-such-option",
+                     commit="", dirty=False, variant="", date="")
+    assert "--no-such-option" in rejected(r, monkeypatch)
+    ok = index.Result(path=Path("t.md"), title="t", command="python -m benchmarks.paper000.scale --kinds grid",
+                      commit="", dirty=False, variant="", date="")
+    assert rejected(ok, monkeypatch) is None
+
+
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"))), max_size=5))
+def test_a_recorded_command_reads_back_as_the_arguments_it_ran_with(argv):
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_common, "_script", lambda: ROOT / "benchmarks" / "paper000" / "scale.py")
+        m.setattr(sys, "argv", ["scale.py", *argv])
+        recorded = _common.command()
+    assert recorded.startswith("python -m benchmarks.paper000.scale")
+    assert shlex.split(index._MODULE.sub("", recorded)) == argv
+
+
+_SHA = st.text("0123456789abcdef", min_size=12, max_size=12)
+
+
+@given(_SHA, _SHA, st.sampled_from(["", "+", "+dirty", " with uncommitted changes"]),
+       st.sampled_from(["", "(the run's own record, in its notes)", "(this design) against 4804a0f (baseline)"]))
+def test_a_commit_line_says_whether_the_run_or_git_recorded_it(added, last, mark, remark):
+    git = index._provenance(index.FROM_GIT.format(added=added, last=last))
+    assert git == ("git", last, False, added)
+    run = index._provenance(f"{last}{mark} {remark}".strip())
+    assert run == ("run", last, bool(mark), "")
+    assert index._provenance("unknown (not a git checkout)")[0] == index._provenance("")[0] == ""
 
 
 def test_the_index_of_the_results_is_current():
@@ -104,6 +196,7 @@ def test_a_table_records_its_command_commit_and_variant(tmp_path):
     assert r.title == "A table" and r.variant == "paper" and r.date
     recorded = _common.commit().split()[0].split("+")[0]
     assert r.command.startswith("python ") and r.commit == ("" if recorded == "unknown" else recorded)
+    assert r.provenance == ("" if recorded == "unknown" else "run")
     plain = index.read(_common.write_table("u", "B", ["a"], [[1]], args=argparse.Namespace(out=str(tmp_path))),
                        root=tmp_path)
     assert plain.variant == ""
@@ -139,6 +232,9 @@ def test_a_readme_number_without_its_table_is_reported(tmp_path):
     assert unbacked(good, tmp_path) == []
     assert unbacked("It takes 2.7 s and 51.3 s (`benchmarks/p/results/t.md`).\n", tmp_path) == \
         ["51.3 s: not in benchmarks/p/results/t.md"]
+    assert unbacked("It takes 2.7 s in 12 rounds at 30-minute caps (`benchmarks/p/results/t.md`).\n", tmp_path) == \
+        ["12 : not in benchmarks/p/results/t.md", "30 minutes: not in benchmarks/p/results/t.md"]
+    assert appears("500", "", "| grid-500-paper |") and not appears("500", "", "| -500 |")
     assert len(unbacked("It is 10.7x faster.\n", tmp_path)) == 1
     assert len(unbacked("Slow: 3 s (`benchmarks/p/results/gone.md`).\n", tmp_path)) == 1
 
@@ -159,4 +255,4 @@ def test_the_index_lists_every_table_written_whatever_its_folder_title_and_varia
     written = sorted((folder, title, variant or "") for folder, title, variant in tables)
     assert sorted((r.path.parts[1], r.title, r.variant) for r in found) == written
     rows = [ln for ln in text.splitlines() if ln.startswith("| [")]
-    assert len(rows) == len(tables) and all(len(re.split(r"(?<!\\)\|", ln)) == 9 for ln in rows)
+    assert len(rows) == len(tables) and all(len(re.split(r"(?<!\\)\|", ln)) == 10 for ln in rows)
