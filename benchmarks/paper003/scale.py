@@ -21,7 +21,11 @@ The round's time is reported per part in wall seconds and in process CPU seconds
 is shared: wall time also counts waiting for a core). The Benders solve is split into its
 block solves and its master (CPU seconds, from the engine's history).
 
-    python -m benchmarks.paper003.scale [--users 4 10] [--seeds 0 1 2] [--heldout]
+    python -m benchmarks.paper003.scale [--users 4 10] [--seeds 0 1 2] [--only goldcoast] [--max-rounds 300]
+        [--timeout-min 60] [--heldout]
+
+With --only the table is scale_NAME (scale_goldcoast); each run notes its blocks, the CPU seconds of
+one block solve (every call of the engine timed) and the gap by round.
 """
 
 from __future__ import annotations
@@ -113,7 +117,33 @@ def _round_line(ev) -> None:
               f"{r.get('master_cpu', 0):.3f} s", file=sys.stderr, flush=True)
 
 
-def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int) -> dict:
+class _BlockClock:
+    """Every block solve of the Benders engine (its own models and the repair's): the block, the
+    process CPU seconds and the simplex iterations of each call, in call order. The engine keeps
+    only their sums per round; the cost of one block solve against the block's size is what
+    separates a large block from many rounds."""
+
+    def __init__(self) -> None:
+        from certdp.lp import benders
+
+        self.calls: list[tuple[int, float, int]] = []
+        self._cls, self._orig = benders.BlockSolver, benders.BlockSolver.solve
+        clock = self
+
+        def timed(solver, *a, **kw):
+            c0 = time.process_time()
+            res = clock._orig(solver, *a, **kw)
+            clock.calls.append((solver.index, time.process_time() - c0, int(res.iterations)))
+            return res
+
+        self._cls.solve = timed
+
+    def close(self) -> None:
+        self._cls.solve = self._orig
+
+
+def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int,
+            max_rounds: int = 100) -> dict:
     import numpy as np
 
     from certdp.audit import verify
@@ -144,16 +174,22 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
         built = server.build()
         rows = sum(b.spec.W.shape[0] for b in built[1])
         nnz = sum(b.spec.W.nnz + b.spec.T.nnz for b in built[1])
+        sizes = [[int(b.spec.W.shape[0]), int(b.spec.W.shape[1]), int(b.spec.W.nnz + b.spec.T.nnz)] for b in built[1]]
     del built
-    with _Part(parts, "solve"):
-        resp, info = server.solve(gap=1e-4, fallback=False, progress=_round_line)
+    clock = _BlockClock()
+    try:
+        with _Part(parts, "solve"):
+            resp, info = server.solve(gap=1e-4, max_iterations=max_rounds, fallback=False, progress=_round_line)
+    finally:
+        clock.close()
     with _Part(parts, "certify"):
         mechs = [u.mechanism(resp[u.name])[0] for u in us]
     certified = sum(bool(verify(m.matrix, m.epsilon, m.edges, m.edge_distance).passed) for m in mechs)
     hist = info.history
     return {"instance": name, "bbox": bbox, "users": users, "seed": seed, "K": world.K,
             "cell_km": world.cell_km, "lr_sizes": [u.n for u in us], "columns": [len(u.obf) for u in us],
-            "block_rows": rows, "block_nnz": nnz, "parts": parts, "estimate": est.parts,
+            "block_rows": rows, "block_nnz": nnz, "block_sizes": sizes, "block_calls": clock.calls,
+            "max_rounds": max_rounds, "parts": parts, "estimate": est.parts,
             "estimate_total": est.total, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "method": info.method, "status": info.status, "gap": info.gap, "iterations": info.iterations,
             "sub_cpu": sum(h.get("sub_cpu", 0.0) for h in hist), "master_cpu": sum(h.get("master_cpu", 0.0) for h in hist),
@@ -175,10 +211,16 @@ def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> 
 
 
 # ------------------------------------------------------------------------------------ the table
-def _child(args: list[str], cap_gb: float) -> dict | str:
+def _child(args: list, cap_gb: float, timeout_min: float | None) -> dict | str:
     cmd = ["prlimit", f"--as={int(cap_gb * 1e9)}", "--", sys.executable, "-m", "benchmarks.paper003.scale",
            "--child", json.dumps(args)]
-    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                           timeout=None if timeout_min is None else 60 * timeout_min)
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        rounds = [ln for ln in err.splitlines() if ln.startswith("round ")]
+        return f"stopped at --timeout-min {timeout_min:g} ({(rounds or ['before the first round'])[-1][:120]})"
     if p.returncode != 0:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         return f"failed ({tail[:120]})"
@@ -193,6 +235,9 @@ def main() -> None:
     ap.add_argument("--heldout", action="store_true", help="the held-out networks (to confirm, never to tune)")
     ap.add_argument("--cap-gb", type=float, default=6.0, help="address-space cap per instance")
     ap.add_argument("--jobs", type=int, default=1, help="instances run at once (each in its own process)")
+    ap.add_argument("--max-rounds", type=int, default=100, help="Benders rounds at most (the server's default: 100)")
+    ap.add_argument("--timeout-min", type=float, default=None,
+                    help="wall minutes an instance may run before it is stopped (default: no limit)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--rewrite", default=None, metavar="RAW.json",
                     help="write the table again from a run's raw JSON, with the estimates of the current code")
@@ -216,7 +261,8 @@ def main() -> None:
 
     def one(job: tuple) -> dict:
         name, folder, bbox, users, seed = job
-        r = _child([name.split("-")[0], str(folder), None if bbox is None else list(bbox), users, seed], args.cap_gb)
+        r = _child([name.split("-")[0], str(folder), None if bbox is None else list(bbox), users, seed,
+                    args.max_rounds], args.cap_gb, args.timeout_min)
         if isinstance(r, dict):
             r["instance"] = name
             return r
@@ -228,6 +274,29 @@ def main() -> None:
             runs.append(r)
             print(json.dumps(r, default=float)[:400], file=sys.stderr, flush=True)
     _write(runs, args)
+
+
+def _block_note(r: dict) -> str:
+    """One run's blocks (per user: LR set, LP rows, columns), the CPU seconds and simplex
+    iterations of one block solve (median and worst over every call of the engine; the first
+    call of each block, at the core point, apart) and the gap at rounds 1, 2, 5, 10, 20, ..."""
+    calls = r["block_calls"]
+    nb = len(r["block_sizes"])
+    first, rest = calls[:nb], calls[nb:]
+    per = {i: [c for c in rest if c[0] == i] for i in range(nb)}
+    blocks = ", ".join(f"{n}/{w[0]}/{w[1]}" for n, w in zip(r["lr_sizes"], r["block_sizes"]))
+    cpu_rows = ", ".join(f"{statistics.median([c[1] for c in per[i]] or [0]):.3f}" for i in range(nb))
+    hist = r.get("history", [])
+    marks = [k for k in (1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300) if k <= len(hist)]
+    if hist and len(hist) not in marks:
+        marks.append(len(hist))
+    traj = ", ".join(f"{k}: {hist[k - 1][1]:.2g}" for k in marks)
+    return (f"{r['instance']}, {r['users']} users, seed {r['seed']}: blocks (LR set / LP rows / columns per user) "
+            f"{blocks}; first solve at the core point CPU s {', '.join(f'{c[1]:.2f}' for c in first)}; later block "
+            f"solves: {len(rest)}, CPU s median {statistics.median([c[1] for c in rest] or [0]):.3f}, worst "
+            f"{max([c[1] for c in rest] or [0]):.2f}, simplex iterations median "
+            f"{statistics.median([c[2] for c in rest] or [0]):.0f}; per user median CPU s {cpu_rows}; "
+            f"gap by round {traj}")
 
 
 def _mb(b: float) -> float:
@@ -270,12 +339,13 @@ def _write(runs: list[dict], args: argparse.Namespace) -> None:
             notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: Benders CPU s to gap 1e-3 {to[0]:.2f} "
                          f"(round {len(r['history']) - len(to) + 1}), to the end {r['sub_cpu'] + r['master_cpu']:.2f} "
                          f"({r['iterations']} rounds)")
+    notes.extend(_block_note(r) for r in ok if r.get("block_calls"))
     notes.append("Per part: measured growth of the resident set (estimate made before allocating, "
                  "certdp.lrgeo.memory.estimate_round). Wall seconds on a shared machine; CPU seconds of the process.")
     if args.rewrite:
         notes.append(f"Measurements from the run whose raw JSON is {Path(args.rewrite).name}; estimates from the current "
                      "code (--rewrite).")
-    name = "scale_heldout" if args.heldout else "scale"
+    name = "scale_heldout" if args.heldout else "scale" + ("" if not args.only else "_" + "_".join(args.only))
     write_table(name, "LR-Geo at paper 003's settings on real road networks (40 x 40 grid)", cols, rows,
                 notes=notes, raw=runs, args=args)
 
