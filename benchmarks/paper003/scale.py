@@ -37,6 +37,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -212,19 +213,34 @@ def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> 
 
 # ------------------------------------------------------------------------------------ the table
 def _child(args: list, cap_gb: float, timeout_min: float | None) -> dict | str:
+    """Run one instance in its own capped process; its stderr (parts, rounds) is echoed as it comes."""
     cmd = ["prlimit", f"--as={int(cap_gb * 1e9)}", "--", sys.executable, "-m", "benchmarks.paper003.scale",
            "--child", json.dumps(args)]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                           timeout=None if timeout_min is None else 60 * timeout_min)
-    except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        rounds = [ln for ln in err.splitlines() if ln.startswith("round ")]
-        return f"stopped at --timeout-min {timeout_min:g} ({(rounds or ['before the first round'])[-1][:120]})"
+    err: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        def echo() -> None:
+            for line in p.stderr:
+                err.append(line.rstrip())
+                print(f"[{args[0]} {args[3]} users] {line.rstrip()}", file=sys.stderr, flush=True)
+
+        out: list[str] = []
+        reader = threading.Thread(target=echo, daemon=True)
+        reader.start()
+        collect = threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True)
+        collect.start()
+        try:
+            p.wait(timeout=None if timeout_min is None else 60 * timeout_min)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            reader.join(5)
+            rounds = [ln for ln in err if ln.startswith("round ")]
+            return f"stopped at --timeout-min {timeout_min:g} ({(rounds or ['before the first round'])[-1][:120]})"
+        reader.join(5)
+        collect.join()
     if p.returncode != 0:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"failed ({tail[:120]})"
-    return json.loads(p.stdout.strip().splitlines()[-1])
+        return f"failed ({(err or ['no output'])[-1][:120]})"
+    return json.loads(out[0].strip().splitlines()[-1])
 
 
 def main() -> None:
