@@ -137,10 +137,10 @@ class _BlockClock:
             clock.calls.append((solver.index, time.process_time() - c0, int(res.iterations)))
             return res
 
-        self._cls.solve = timed
+        setattr(self._cls, "solve", timed)   # noqa: B010 (the engine's class, for this process only)
 
     def close(self) -> None:
-        self._cls.solve = self._orig
+        setattr(self._cls, "solve", self._orig)   # noqa: B010
 
 
 def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int,
@@ -218,15 +218,18 @@ def _child(args: list, cap_gb: float, timeout_min: float | None) -> dict | str:
            "--child", json.dumps(args)]
     err: list[str] = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        assert p.stdout is not None and p.stderr is not None
+        pout, perr = p.stdout, p.stderr
+
         def echo() -> None:
-            for line in p.stderr:
+            for line in perr:
                 err.append(line.rstrip())
                 print(f"[{args[0]} {args[3]} users] {line.rstrip()}", file=sys.stderr, flush=True)
 
         out: list[str] = []
         reader = threading.Thread(target=echo, daemon=True)
         reader.start()
-        collect = threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True)
+        collect = threading.Thread(target=lambda: out.append(pout.read()), daemon=True)
         collect.start()
         try:
             p.wait(timeout=None if timeout_min is None else 60 * timeout_min)

@@ -51,9 +51,10 @@ def _free_port() -> int:
 
 def _memory_mb(pid: int) -> float | None:
     try:
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
     except OSError:
         return None
     return None
@@ -62,7 +63,8 @@ def _memory_mb(pid: int) -> float | None:
 def _cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a live process (/proc/PID/stat)."""
     try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -179,16 +181,16 @@ def main() -> None:
                 "users", "round size", "certified", "rounds solved by", "worst gap", "p50 s", "p90 s", "p99 s",
                 "rounds", "rounds/s", "server solve s/round", "user: table s", "user: upload s", "user: wait s",
                 "user: certify s", "server CPU s", "users CPU s", "server peak MB"], rows, notes=[
-                f"round closes after its size in uploads or {a.round_wait:g} s after its first upload; users are "
-                "threads of the benchmark process, all started at once; server and users share the 2 cores",
-                "certified: users whose matrix passed the exact verification (the client's Mechanism); worst gap: "
-                "the largest relative gap of the bounds a user received; rounds solved by: method and status of "
-                "the server's rounds (benders: no fallback to the whole LP)",
-                "user: table = request and receive the reference-table rows; upload = build and send the "
-                "coefficients; wait = round filling, queueing behind earlier rounds and the solve; certify = "
-                "certify and sample locally",
-                "server CPU s: the server process's user + system CPU seconds from the first user's request to the "
-                "last result (its world and table, built at start, apart); users CPU s: this process's (all users)",
+                (f"round closes after its size in uploads or {a.round_wait:g} s after its first upload; users are "
+                 "threads of the benchmark process, all started at once; server and users share the 2 cores"),
+                ("certified: users whose matrix passed the exact verification (the client's Mechanism); worst gap: "
+                 "the largest relative gap of the bounds a user received; rounds solved by: method and status of "
+                 "the server's rounds (benders: no fallback to the whole LP)"),
+                ("user: table = request and receive the reference-table rows; upload = build and send the "
+                 "coefficients; wait = round filling, queueing behind earlier rounds and the solve; certify = "
+                 "certify and sample locally"),
+                ("server CPU s: the server process's user + system CPU seconds from the first user's request to the "
+                 "last result (its world and table, built at start, apart); users CPU s: this process's (all users)"),
                 "server peak MB: VmHWM of the server process (includes the world and the reference table)",
                 f"server options: {' '.join(server)}"], raw=raw, args=a)
 
