@@ -120,27 +120,42 @@ def _round_line(ev) -> None:
 
 class _BlockClock:
     """Every block solve of the Benders engine (its own models and the repair's): the block, the
-    process CPU seconds and the simplex iterations of each call, in call order. The engine keeps
-    only their sums per round; the cost of one block solve against the block's size is what
-    separates a large block from many rounds."""
+    process CPU seconds, the simplex iterations and the HiGHS runs of each call, in call order.
+    A call is one run of the block's live model when that run ends optimal with duals; each
+    further run is a fresh model the engine built after it (``BlockSolver._attempts``). Each
+    run is noted as its status, CPU seconds and iterations. The engine keeps only the sums per
+    round; the cost of one block solve against the block's size is what separates a large block
+    from many rounds."""
 
     def __init__(self) -> None:
-        from certdp.lp import benders
+        from certdp.lp import benders, highs
 
-        self.calls: list[tuple[int, float, int]] = []
-        self._cls, self._orig = benders.BlockSolver, benders.BlockSolver.solve
-        clock = self
+        self.calls: list[tuple[int, float, int, list[tuple[str, float, int]]]] = []
+        self._runs: list[tuple[str, float, int]] = []
+        self._patched = [(benders.BlockSolver, "solve", benders.BlockSolver.solve),
+                         (highs.HighsLP, "solve", highs.HighsLP.solve)]
+        clock, block_solve, lp_solve = self, benders.BlockSolver.solve, highs.HighsLP.solve
 
         def timed(solver, *a, **kw):
+            clock._runs = []
             c0 = time.process_time()
-            res = clock._orig(solver, *a, **kw)
-            clock.calls.append((solver.index, time.process_time() - c0, int(res.iterations)))
+            res = block_solve(solver, *a, **kw)
+            clock.calls.append((solver.index, time.process_time() - c0, int(res.iterations), clock._runs))
             return res
 
-        setattr(self._cls, "solve", timed)   # noqa: B010 (the engine's class, for this process only)
+        def run(lp, *a, **kw):
+            c0 = time.process_time()
+            sol = lp_solve(lp, *a, **kw)
+            clock._runs.append((sol.status + ("" if sol.row_dual is not None else " (no duals)"),
+                                round(time.process_time() - c0, 4), int(sol.iterations)))
+            return sol
+
+        setattr(benders.BlockSolver, "solve", timed)   # noqa: B010 (the engine's classes, this process only)
+        setattr(highs.HighsLP, "solve", run)   # noqa: B010
 
     def close(self) -> None:
-        setattr(self._cls, "solve", self._orig)   # noqa: B010
+        for cls, name, orig in self._patched:
+            setattr(cls, name, orig)
 
 
 def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int,
@@ -310,12 +325,18 @@ def _block_note(r: dict) -> str:
     if hist and len(hist) not in marks:
         marks.append(len(hist))
     traj = ", ".join(f"{k}: {hist[k - 1][1]:.2g}" for k in marks)
+    fresh = [c for c in calls if len(c) > 3 and len(c[3]) > 1]
+    live = [c[3][0] for c in calls if len(c) > 3 and c[3]]
+    failed = sorted({run[0] for run in live if not run[0].startswith("optimal") or "no duals" in run[0]})
+    refits = (f"; calls whose live model did not end optimal with duals: {len(fresh)} of {len(calls)} "
+              f"({', '.join(failed) or '-'}), CPU s in their fresh models {sum(sum(x[1] for x in c[3][1:]) for c in fresh):.1f}"
+              f" of {sum(c[1] for c in calls):.1f} in all block calls")
     return (f"{r['instance']}, {r['users']} users, seed {r['seed']}: blocks (LR set / LP rows / columns per user) "
             f"{blocks}; first solve at the core point CPU s {', '.join(f'{c[1]:.2f}' for c in first)}; later block "
             f"solves: {len(rest)}, CPU s median {statistics.median([c[1] for c in rest] or [0]):.3f}, worst "
             f"{max([c[1] for c in rest] or [0]):.2f}, simplex iterations median "
             f"{statistics.median([c[2] for c in rest] or [0]):.0f}; per user median CPU s {cpu_rows}; "
-            f"gap by round {traj}")
+            f"gap by round {traj}{refits}")
 
 
 def _mb(b: float) -> float:
