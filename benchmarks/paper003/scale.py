@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -192,6 +193,7 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
         nnz = sum(b.spec.W.nnz + b.spec.T.nnz for b in built[1])
         sizes = [[int(b.spec.W.shape[0]), int(b.spec.W.shape[1]), int(b.spec.W.nnz + b.spec.T.nnz)] for b in built[1]]
     del built
+    print("block sizes " + json.dumps({"lr_sizes": [u.n for u in us], "block_sizes": sizes}), file=sys.stderr, flush=True)
     clock = _BlockClock()
     try:
         with _Part(parts, "solve"):
@@ -227,8 +229,22 @@ def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> 
 
 
 # ------------------------------------------------------------------------------------ the table
-def _child(args: list, cap_gb: float, timeout_min: float | None) -> dict | str:
-    """Run one instance in its own capped process; its stderr (parts, rounds) is echoed as it comes."""
+def _partial(err: list[str]) -> dict:
+    """What a stopped or failed instance had reached, read from its stderr: its blocks and the
+    Benders rounds (round, gap, blocks CPU s, master CPU s)."""
+    out: dict = {"history": []}
+    pat = re.compile(r"round (\d+): gap (\S+), blocks CPU (\S+) s, master CPU (\S+) s")
+    for ln in err:
+        if ln.startswith("block sizes "):
+            out.update(json.loads(ln[len("block sizes "):]))
+        elif (m := pat.match(ln)) is not None:
+            out["history"].append([int(m[1]), float(m[2]), float(m[3]), float(m[4])])
+    return out
+
+
+def _child(args: list, cap_gb: float, timeout_min: float | None) -> dict | tuple[str, dict]:
+    """Run one instance in its own capped process; its stderr (parts, rounds) is echoed as it
+    comes. A run that is stopped or fails gives (why, what it had reached)."""
     cmd = ["prlimit", f"--as={int(cap_gb * 1e9)}", "--", sys.executable, "-m", "benchmarks.paper003.scale",
            "--child", json.dumps(args)]
     err: list[str] = []
@@ -253,11 +269,12 @@ def _child(args: list, cap_gb: float, timeout_min: float | None) -> dict | str:
             p.wait()
             reader.join(5)
             rounds = [ln for ln in err if ln.startswith("round ")]
-            return f"stopped at --timeout-min {timeout_min:g} ({(rounds or ['before the first round'])[-1][:120]})"
+            return (f"stopped at --timeout-min {timeout_min:g} ({(rounds or ['before the first round'])[-1][:120]})",
+                    _partial(err))
         reader.join(5)
         collect.join()
     if p.returncode != 0:
-        return f"failed ({(err or ['no output'])[-1][:120]})"
+        return f"failed ({(err or ['no output'])[-1][:120]})", _partial(err)
     return json.loads(out[0].strip().splitlines()[-1])
 
 
@@ -300,7 +317,7 @@ def main() -> None:
         if isinstance(r, dict):
             r["instance"] = name
             return r
-        return {"instance": name, "users": users, "seed": seed, "error": r}
+        return {"instance": name, "users": users, "seed": seed, "error": r[0], **r[1]}
 
     runs = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:    # each instance is its own process
@@ -337,6 +354,17 @@ def _block_note(r: dict) -> str:
             f"{max([c[1] for c in rest] or [0]):.2f}, simplex iterations median "
             f"{statistics.median([c[2] for c in rest] or [0]):.0f}; per user median CPU s {cpu_rows}; "
             f"gap by round {traj}{refits}")
+
+
+def _stopped_note(r: dict) -> str:
+    """A stopped run's blocks and gap trajectory (from its stderr)."""
+    hist = r["history"]
+    blocks = ", ".join(f"{n}/{w[0]}/{w[1]}" for n, w in zip(r.get("lr_sizes", []), r.get("block_sizes", [])))
+    step = max(1, len(hist) // 12)
+    traj = ", ".join(f"{h[0]}: {h[1]:.2g}" for h in hist[::step] + ([hist[-1]] if (len(hist) - 1) % step else []))
+    return (f"{r['instance']}, {r['users']} users, seed {r['seed']} ({r['error'].split(' (')[0]}): blocks (LR set / LP "
+            f"rows / columns per user) {blocks or 'not reached'}; {len(hist)} rounds, blocks CPU s "
+            f"{sum(h[2] for h in hist):.1f}, master CPU s {sum(h[3] for h in hist):.2f}; gap by round {traj}")
 
 
 def _mb(b: float) -> float:
@@ -380,6 +408,7 @@ def _write(runs: list[dict], args: argparse.Namespace) -> None:
                          f"(round {len(r['history']) - len(to) + 1}), to the end {r['sub_cpu'] + r['master_cpu']:.2f} "
                          f"({r['iterations']} rounds)")
     notes.extend(_block_note(r) for r in ok if r.get("block_calls"))
+    notes.extend(_stopped_note(r) for r in runs if "error" in r and r.get("history"))
     notes.append("Per part: measured growth of the resident set (estimate made before allocating, "
                  "certdp.lrgeo.memory.estimate_round). Wall seconds on a shared machine; CPU seconds of the process.")
     if args.rewrite:
