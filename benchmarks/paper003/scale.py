@@ -116,7 +116,8 @@ def _round_line(ev) -> None:
     r = ev.record
     if "gap" in r:
         print(f"round {r['iteration']}: gap {r['gap']:.3g}, blocks CPU {r.get('sub_cpu', 0):.2f} s, master CPU "
-              f"{r.get('master_cpu', 0):.3f} s", file=sys.stderr, flush=True)
+              f"{r.get('master_cpu', 0):.3f} s, scaled bounds {r['lower_bound']:.6g} {r['upper_bound']:.6g}", file=sys.stderr,
+              flush=True)
 
 
 class _BlockClock:
