@@ -133,7 +133,7 @@ class _BlockClock:
         from certdp.lp import benders, highs
 
         self.calls: list[tuple[int, float, int, list[tuple[str, float, int]]]] = []
-        self._runs: list[tuple[str, float, int]] = []
+        self._runs: list[tuple[str, float, int]] | None = None    # the HiGHS runs of the block call under way
         self._patched = [(benders.BlockSolver, "solve", benders.BlockSolver.solve),
                          (highs.HighsLP, "solve", highs.HighsLP.solve)]
         clock, block_solve, lp_solve = self, benders.BlockSolver.solve, highs.HighsLP.solve
@@ -143,13 +143,15 @@ class _BlockClock:
             c0 = time.process_time()
             res = block_solve(solver, *a, **kw)
             clock.calls.append((solver.index, time.process_time() - c0, int(res.iterations), clock._runs))
+            clock._runs = None     # the master's runs are not a block's
             return res
 
         def run(lp, *a, **kw):
             c0 = time.process_time()
             sol = lp_solve(lp, *a, **kw)
-            clock._runs.append((sol.status + ("" if sol.row_dual is not None else " (no duals)"),
-                                round(time.process_time() - c0, 4), int(sol.iterations)))
+            if clock._runs is not None:
+                    clock._runs.append((sol.status + ("" if sol.row_dual is not None else " (no duals)"),
+                                    round(time.process_time() - c0, 4), int(sol.iterations)))
             return sol
 
         setattr(benders.BlockSolver, "solve", timed)   # noqa: B010 (the engine's classes, this process only)
@@ -343,12 +345,15 @@ def _block_note(r: dict) -> str:
     if hist and len(hist) not in marks:
         marks.append(len(hist))
     traj = ", ".join(f"{k}: {hist[k - 1][1]:.2g}" for k in marks)
-    fresh = [c for c in calls if len(c) > 3 and len(c[3]) > 1]
-    live = [c[3][0] for c in calls if len(c) > 3 and c[3]]
-    failed = sorted({run[0] for run in live if not run[0].startswith("optimal") or "no duals" in run[0]})
-    refits = (f"; calls whose live model did not end optimal with duals: {len(fresh)} of {len(calls)} "
-              f"({', '.join(failed) or '-'}), CPU s in their fresh models {sum(sum(x[1] for x in c[3][1:]) for c in fresh):.1f}"
-              f" of {sum(c[1] for c in calls):.1f} in all block calls")
+    # a call whose live model ends optimal with duals returns at once; an infeasible one gives a
+    # feasibility cut; any other end of the live model (a numerical failure) sends the engine to
+    # fresh models, solved from scratch with presolve
+    runs = [c[3] for c in calls if len(c) > 3 and c[3]]
+    failed = [r for r in runs if not r[0][0].startswith(("optimal", "infeasible")) or r[0][0] == "optimal (no duals)"]
+    refits = (f"; live model failed numerically in {len(failed)} of {len(calls)} calls "
+              f"({', '.join(sorted({r[0][0] for r in failed})) or '-'}): {sum(r[0][1] for r in failed):.1f} CPU s in those "
+              f"runs and {sum(x[1] for r in failed for x in r[1:]):.1f} in the fresh models after them, of "
+              f"{sum(c[1] for c in calls):.1f} in all block calls")
     return (f"{r['instance']}, {r['users']} users, seed {r['seed']}: blocks (LR set / LP rows / columns per user) "
             f"{blocks}; first solve at the core point CPU s {', '.join(f'{c[1]:.2f}' for c in first)}; later block "
             f"solves: {len(rest)}, CPU s median {statistics.median([c[1] for c in rest] or [0]):.3f}, worst "
