@@ -294,15 +294,17 @@ def main() -> None:
                     help="wall minutes an instance may run before it is stopped (default: no limit)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--rewrite", default=None, metavar="RAW.json",
-                    help="write the table again from a run's raw JSON, with the estimates of the current code")
+                    help="write the table of a run's raw JSON (RAW.md beside it) again, with the estimates and notes of "
+                         "the current code")
     output_args(ap)
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(run_one(*json.loads(args.child)), default=float))
         return
     if args.rewrite is not None:
-        runs = json.loads(Path(args.rewrite).read_text())
-        runs = runs["results"] if isinstance(runs, dict) else runs    # write_table's raw JSON: the runs
+        raw = json.loads(Path(args.rewrite).read_text())
+        runs = raw["results"] if isinstance(raw, dict) else raw    # write_table's raw JSON: the runs
+        args.measured = (raw.get("command"), raw.get("commit")) if isinstance(raw, dict) else (None, None)
         folders = {name: folder for name, folder, _ in instances(False) + instances(True)}
         for r in runs:
             if "error" not in r:
@@ -418,9 +420,13 @@ def _write(runs: list[dict], args: argparse.Namespace) -> None:
     notes.append("Per part: measured growth of the resident set (estimate made before allocating, "
                  "certdp.lrgeo.memory.estimate_round). Wall seconds on a shared machine; CPU seconds of the process.")
     if args.rewrite:
-        notes.append(f"Measurements from the run whose raw JSON is {Path(args.rewrite).name}; estimates from the current "
-                     "code (--rewrite).")
+        cmd, commit = getattr(args, "measured", (None, None))
+        notes.append(f"Measurements from the run whose raw JSON is {Path(args.rewrite).name}"
+                     + (f" (command `{cmd}`, commit {commit})" if cmd else "") + "; estimates and notes from the "
+                     "current code (--rewrite).")
     name = "scale_heldout" if args.heldout else "scale" + ("" if not args.only else "_" + "_".join(args.only))
+    if args.rewrite:
+        name = Path(args.rewrite).stem     # a rewrite replaces the table of its raw JSON
     write_table(name, "LR-Geo at paper 003's settings on real road networks (40 x 40 grid)", cols, rows,
                 notes=notes, raw=runs, args=args)
 
