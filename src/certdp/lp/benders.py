@@ -511,11 +511,13 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             (y_master, theta, lb_it, obj, t_master), c_master = solved, process_time() - c_master
             lb, y = max(lb, lb_it), y_master
             if core is not None and not kelley:
-                y, core = in_out * y_master + (1.0 - in_out) * core, 0.5 * (core + y_master)
+                y = in_out * y_master + (1.0 - in_out) * core
             t0, c_sub = time.perf_counter(), process_time()
             results = run.solve_all(y, theta, left()) if blocks else []
             cuts = _round_cuts(results, theta, y_master, couplings)
             kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
+            if core is not None and results and all(r.feasible for r in results):
+                core = y
             points = [_point(master, y, results)]
             if points[0] is None and heuristic is not None:
                 points.append(heuristic(y, results))
