@@ -463,8 +463,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
     Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017); when that cut does not cut off
     the master's point, the next round separates at the master's y itself. The core moves to
-    each point where every block was feasible (docs/lrgeo.md: why). Cuts are valid from any
-    point; the blocks' answers there give upper bounds as usual. ``start`` is a known feasible point ``(value, y, xs)``: the
+    each point where every block was feasible (docs/lrgeo.md: why); the answers there are upper bounds. ``start`` is a known feasible point ``(value, y, xs)``: the
     first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
