@@ -75,7 +75,7 @@ class Incumbent:
         self.n_comp = n_comp
         self.config = config
         self.tolerance = tolerance
-        self.free = ColumnMaster(space.n_records, tolerance, comp, config, store)   # without the box: mechanisms
+        self.free = ColumnMaster(space.n_records, tolerance, comp, store)   # without the box: mechanisms
         self.filled: FilledMaster | None = None    # the free master with an mDP fill, once needed
         self.leaning = 0                           # upper steps in a row whose cover leaned on the all-ones
         self.fill_output = int(np.argmin(C.sum(axis=0)))    # the best constant mechanism's output

@@ -66,7 +66,7 @@ from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
-from .config import BOX_FLOOR, EXACT_TOLERANCE, GAP_SHARE, UPPER_NEAR, OutputsConfig
+from .config import BOX_FLOOR, EXACT_TOLERANCE, GAP_SHARE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from .incumbent import Incumbent
 from .master import ColumnMaster, new_columns
 from .pricing import Pricer, cone_rows, make_pricer
@@ -84,12 +84,12 @@ def second_pass(first_pass_columns: int, generated: int, K: int, pricing_iterati
     start, at most K a pass), so a second pass pays where columns are what the run lacks: the
     first pass was productive (at least ``productive_share`` x K new columns) and either fewer
     than N columns were generated so far or a pass is cheap against the master by the work
-    model (simplex iterations x ``second_pass_work`` x N against the last stabilised master's
+    model (simplex iterations x ``SECOND_PASS_WORK`` x N against the last stabilised master's
     dense work: rows^2 x columns x interior-point steps, summed over its parts). Work and
     columns, not clocks, so the run does not depend on timing."""
     if first_pass_columns < config.productive_share * K:
         return False
-    cheap = pricing_iterations * config.second_pass_work * master.n < master.work
+    cheap = pricing_iterations * SECOND_PASS_WORK * master.n < master.work
     return generated < master.n or cheap
 
 
@@ -124,7 +124,7 @@ class PricingLoop:
         # every master's columns live once, in one store: the stabilised and the free master
         # share most of theirs
         self.store = ColumnStore(N)
-        self.master = ColumnMaster(N, tolerance, self.comp, config, self.store)   # with the box: the duals
+        self.master = ColumnMaster(N, tolerance, self.comp, self.store)   # with the box: the duals
         self.master.set_box(center, self.delta)
         self.upper = Incumbent(space, self.C, self.A, self.edges, self.dist, self.comp, self.n_comp, tolerance,
                                config, self.store)
