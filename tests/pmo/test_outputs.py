@@ -8,7 +8,7 @@ import pytest
 from certdp import build_space, solve
 from certdp.datasets import gaussian, grid
 from certdp.graph import MDPGraph
-from certdp.pmo.outputs.config import EXACT_TOLERANCE, GAP_SHARE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
+from certdp.pmo.outputs.config import EXACT_TOLERANCE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from certdp.pmo.outputs.pricing import ThreadPricer, cone_rows
 from certdp.pmo.outputs.solve import PricingLoop, solve_outputs
 
@@ -89,7 +89,7 @@ def test_the_master_is_solved_to_a_tenth_of_the_gap(case):
     assert res.status == "optimal"
     assert hist[0]["master_tolerance"] == MASTER_TOL           # no upper bound yet
     for before, h in zip(hist, hist[1:]):
-        assert EXACT_TOL <= h["master_tolerance"] <= max(EXACT_TOL, min(MASTER_TOL, GAP_SHARE * before["gap"]))
+        assert EXACT_TOL <= h["master_tolerance"] <= max(EXACT_TOL, min(MASTER_TOL, cfg.gap_share * before["gap"]))
 
 
 def test_a_loose_master_takes_fewer_steps_and_stays_near_the_optimum(case):

@@ -11,16 +11,18 @@ below, no longer a tuning) where halving and doubling it left the CPU seconds to
 within 10% of the defaults' spread wherever its mechanism acts: on Helsinki, Gold Coast and
 Sydney at 500 records (``results/sensitivity_500.md``, ``results/sensitivity_500_rest.md``;
 the split by component, ``BLOCK_ROWS`` and ``SPLIT_GAIN``, acts there on Helsinki, whose mDP
-graph has several components below 2,000 records), and on word vectors, where the screening
-(``SCREEN_SHARE``) and the filled master act (``results/sensitivity_text.md``). The fields that remain
-moved a run: ``box``, ``upper_every`` and ``working_set_from`` on the road networks,
-``fill_when`` and ``productive_share`` on word vectors (x2: 64 rounds against 22, and 23%
-fewer CPU seconds), ``fill_after`` the rounds there (29 against 22); ``master_tolerance``,
-``columns`` and ``elastic_width`` did not move the road networks and were set on grid and
-Gaussian data, where they moved the rounds, which these tables do not cover;
-``fill_near`` and ``fill_iterations`` did not move text-500 and stay as the filled master's
-gate and give-up, which its tests drive. At 1,000 records the table is partial
-(``results/sensitivity_1000.md``).
+graph has several components below 2,000 records), on Helsinki at 1,000 records
+(``results/sensitivity_1000.md``, the values fixed on the road networks), and on word
+vectors, where the screening (``SCREEN_SHARE``) and the filled master act
+(``results/sensitivity_text.md``). The fields that remain moved a run: ``box``,
+``upper_every`` and ``working_set_from`` on the road networks at 500 records, ``gap_share``
+(x0.5: 33 rounds against 29) and ``working_set_batch`` (x2: 12% more CPU seconds) on
+Helsinki at 1,000, ``fill_when`` and ``productive_share`` on word vectors (x2: 64 rounds
+against 22, and 23% fewer CPU seconds), ``fill_after`` the rounds there (29 against 22);
+``master_tolerance``, ``columns`` and ``elastic_width`` did not move the road networks and
+were set on grid and Gaussian data, where they moved the rounds, which these tables do not
+cover; ``fill_near`` and ``fill_iterations`` did not move text-500 and stay as the filled
+master's gate and give-up, which its tests drive.
 """
 
 from __future__ import annotations
@@ -31,9 +33,6 @@ from dataclasses import dataclass, fields
 #: The dense interior-point method's tolerance for an exact master (the free master, and the
 #: stabilised master once nothing prices out at looser ones): a solver accuracy, not a tuning.
 EXACT_TOLERANCE = 1e-8
-#: The stabilised master is solved to a relative accuracy of this share of the current gap, at
-#: most ``OutputsConfig.master_tolerance``.
-GAP_SHARE = 0.1
 #: The box half-width of a record is at least this share of the largest cost range x ``box``
 #: (records with nearly flat costs must still move).
 BOX_FLOOR = 0.1
@@ -44,8 +43,6 @@ UPPER_NEAR = 3
 #: The stabilised master's own matrix is tried as an upper bound once its total slack is below
 #: this x N.
 REBALANCE_SLACK = 0.1
-#: At most this x N violated cone rows join a pricing model's working set per solve.
-WORKING_SET_BATCH = 0.25
 #: A second pricing pass is cheap when one simplex iteration of a pass, counted as this x N
 #: master flops, times the pass's iterations, is below the last stabilised master's dense work.
 SECOND_PASS_WORK = 5000.0
@@ -68,10 +65,11 @@ class OutputsConfig:
 
     Attributes:
         master_tolerance: the stabilised master is solved to a relative accuracy of
-            ``GAP_SHARE`` x the current gap, at most this (primal-dual column generation,
+            ``gap_share`` x the current gap, at most this (primal-dual column generation,
             Gondzio, Gonzalez-Brevis and Munari 2013): well-centred duals price better
             columns, and a solve takes 5-12 interior-point steps instead of 16-23. Neither
             bound depends on it.
+        gap_share: see ``master_tolerance``.
         box: the stabilisation box's half-width for record i is ``box`` x the range of its
             costs (at least ``BOX_FLOOR`` x the largest range: records with nearly flat costs
             must still move).
@@ -89,11 +87,14 @@ class OutputsConfig:
         fill_iterations: a filled-master solve past this x N simplex iterations gives it up.
         productive_share: a pricing pass is productive when it brings at least this share of K
             new columns; only a productive first pass is followed by a second one.
+        working_set_batch: at most this x N violated cone rows join a pricing model's working
+            set per solve.
         working_set_from: cones with at most this many rows per record start with every row in
             the working set.
     """
 
     master_tolerance: float = 1e-2
+    gap_share: float = 0.1
     box: float = 0.07
     columns: float = 1.75
     upper_every: int = 5
@@ -103,6 +104,7 @@ class OutputsConfig:
     fill_near: float = 0.25
     fill_iterations: float = 10.0
     productive_share: float = 0.5
+    working_set_batch: float = 0.25
     working_set_from: float = 10.0
 
     def __post_init__(self) -> None:

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from ...lp.executors import EXECUTORS, DaskHolders, ProcessHolders, ReplayedGroups, close_dask, dask_client
 from ...lp.highs import INF, HighsLP, LPSolution
 from ..model import mdp_rows
-from .config import WORKING_SET_BATCH, OutputsConfig
+from .config import OutputsConfig
 
 
 def cone_rows(n: int, edges: np.ndarray, dist: np.ndarray, eps: float) -> sp.csr_matrix:
@@ -69,7 +69,7 @@ class OutputModels:
         self.models: list[HighsLP] = []
         self.rows: list[np.ndarray] = []          # each model's working set, in column order
         self.active: list[np.ndarray] = []        # the same as a mask over the cone rows
-        self.batch = max(1, int(WORKING_SET_BATCH * self.n))
+        self.batch = max(1, int(self.config.working_set_batch * self.n))
         self.tolerance = tolerance
         self.cols = np.arange(self.n, dtype=np.int32)
         self.no_upper = np.full(self.n, INF)

@@ -66,7 +66,7 @@ from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
-from .config import BOX_FLOOR, EXACT_TOLERANCE, GAP_SHARE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
+from .config import BOX_FLOOR, EXACT_TOLERANCE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from .incumbent import Incumbent
 from .master import ColumnMaster, new_columns
 from .pricing import Pricer, cone_rows, make_pricer
@@ -288,7 +288,7 @@ def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: floa
     for it in range(1, max_iterations + 1):
         # an inexact master (primal-dual column generation): solved to a share of the gap
         g_now = relative_gap(up.ub, loop.lb) if math.isfinite(up.ub) else math.inf
-        tol = max(EXACT_TOLERANCE, min(tol_cap, GAP_SHARE * g_now))
+        tol = max(EXACT_TOLERANCE, min(tol_cap, cfg.gap_share * g_now))
         meter = _Meter()
         lam, b, slack, obj, value, secs = master.solve(tol=tol)
         loop.seconds["master"] += secs
