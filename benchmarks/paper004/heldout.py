@@ -2,6 +2,7 @@
 and KC1, 21 numeric code metrics and ``defects``.
 
     python -m benchmarks.paper004.heldout [--table jm1] [--reps 5] [--sets 3] [--epsilon 0.1]
+    python -m benchmarks.paper004.heldout --figure 3 [--table jm1] [--reps 5] [--sets 10]
 
 Tensors as the paper's preprocessing (HDPView's, which gives Table 2's Jm domain of 2 x 10^21
 cells): every metric in 10 equal bins over its range in the table, ``defects`` two values. The
@@ -12,6 +13,11 @@ and improved, HDPView, PrivTree, and Identity and HDMM where the domain can be m
 R-RMSE against RIPOST as published; the uniform view (the true total spread evenly, not
 private) as the reference of no information. The data folder is ``$CERTDP_HELDOUT/tables``
 (default ``/work/heldout/tables``); the script says so and stops when it is absent.
+
+``--figure 3`` checks Figure 3's explanation (benchmarks/paper004/results/ripost_fig3.md) on
+``--sets`` numeric column pairs drawn at random (seeded): each method's leaf kinds at eps 0.1,
+with 10 bins per column (the paper's Jm preprocessing) and 100 (HDPView's binning of Adult's
+wide columns, a domain the size of Adult's age x hours-per-week).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ LABELS = [PAPER, IMPROVED, "hdpview", "privtree", "identity", "hdmm"]
 QUADTREE_COLUMNS = 14       # PrivTree halves every axis up to this many columns, one axis per split above
 
 
-def tensor_of(df: pd.DataFrame, cols):
+def tensor_of(df: pd.DataFrame, cols, bins: int = 10):
     from certdp.views import CountTensor
     from certdp.views.tensor import DataDerivedDomainWarning, Domain
 
@@ -42,13 +48,49 @@ def tensor_of(df: pd.DataFrame, cols):
         if c == "defects":
             doms[c] = Domain.categorical(c, sorted(df[c].astype(str).unique()))
         else:
-            doms[c] = Domain.numeric(c, float(df[c].min()), float(df[c].max()), 10)
+            doms[c] = Domain.numeric(c, float(df[c].min()), float(df[c].max()), bins)
     frame = df[list(cols)].copy()
     if "defects" in cols:
         frame["defects"] = frame["defects"].astype(str)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataDerivedDomainWarning)
         return CountTensor.from_frame(frame, list(cols), doms, overflow="refuse")
+
+
+def figure3(a, df) -> None:
+    """Leaf kinds of each method on random numeric column pairs of the held-out table."""
+    from .adult import KINDS, convergence
+
+    labels = (PAPER, IMPROVED, "hdpview", "privtree")
+    numeric = [c for c in df.columns if c != "defects"]
+    combos = list(itertools.combinations(numeric, 2))
+    rng = np.random.default_rng(a.seed)
+    pairs = [combos[i] for i in sorted(rng.choice(len(combos), size=min(a.sets, len(combos)), replace=False))]
+    table, raw = [], []
+    for bins in (10, 100):
+        for cols in pairs:
+            t = tensor_of(df, cols, bins)
+            res = {m: convergence(t, m, a.reps, a.seed) for m in labels}
+            raw.append({"columns": cols, "bins": bins, "shape": list(t.shape), **res})
+            table.append([bins, " x ".join(cols), *[f"{res[m]['ae_positive']:.2f} ({res[m]['single_cell']:.2f}, "
+                                                     f"{res[m]['ae_positive_of_tested']:.2f})" for m in labels]])
+            print(table[-1], flush=True)
+    summary = []
+    for bins in (10, 100):
+        rows = [r for r in raw if r["bins"] == bins]
+        for k in ("ae_positive", "single_cell", "ae_positive_of_tested"):
+            summary.append(f"| {bins} | {k} | " + " | ".join(
+                f"{np.median([r[m][k] for r in rows]):.2f} [{min(r[m][k] for r in rows):.2f}, "
+                f"{max(r[m][k] for r in rows):.2f}]" for m in labels) + " |")
+        low = sum(all(r[PAPER]["ae_positive"] <= r[m]["ae_positive"] for m in labels) for r in rows)
+        summary.append(f"| {bins} | ripost (paper) lowest share AE > 0 | {low} of {len(rows)} pairs | | | |")
+    write_table(f"heldout_{a.table}_fig3", f"Paper 004 Figure 3's explanation on the held-out {a.table.upper()} "
+                f"table ({len(df):,} rows): leaf kinds at eps 0.1, {len(pairs)} numeric pairs, {a.reps} reps",
+                ["bins", "columns", *[f"{m}: share AE > 0 (single-cell leaves, AE > 0 among leaves of > 1 cell)"
+                                      for m in labels]], table,
+                notes=[*provenance(labels), f"Leaf kinds as in ripost_fig3.md ({', '.join(KINDS)}).", "",
+                       "Median [min, max] over the pairs:", "", "| bins | share | " + " | ".join(labels) + " |",
+                       "|" + "---|" * (len(labels) + 2), *summary], raw=raw, args=a)
 
 
 def main() -> None:
@@ -58,12 +100,17 @@ def main() -> None:
     ap.add_argument("--sets", type=int, default=3)
     ap.add_argument("--seed", type=int, default=2025)
     ap.add_argument("--epsilon", type=float, default=0.1)
+    ap.add_argument("--figure", choices=["5", "3"], default="5",
+                    help="5: the R-RMSE comparison (default); 3: Figure 3's leaf kinds on numeric pairs")
     a = output_args(ap).parse_args()
     path = HELDOUT / f"{a.table}.csv"
     if not path.is_file():
         print(f"skipped: no held-out table at {path}")
         return
     df = pd.read_csv(path, na_values="?").dropna()
+    if a.figure == "3":
+        figure3(a, df)
+        return
     cols = list(df.columns)
     rng = np.random.default_rng(a.seed)
     sets = []

@@ -8,7 +8,7 @@ import pytest
 from certdp import build_space, solve
 from certdp.datasets import gaussian, grid
 from certdp.graph import MDPGraph
-from certdp.pmo.outputs.config import OutputsConfig
+from certdp.pmo.outputs.config import EXACT_TOLERANCE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from certdp.pmo.outputs.pricing import ThreadPricer, cone_rows
 from certdp.pmo.outputs.solve import PricingLoop, solve_outputs
 
@@ -82,7 +82,7 @@ def _loop(space, config=None):
 
 def test_the_master_is_solved_to_a_tenth_of_the_gap(case):
     cfg = OutputsConfig()
-    EXACT_TOL, MASTER_TOL = cfg.exact_tolerance, cfg.master_tolerance
+    EXACT_TOL, MASTER_TOL = EXACT_TOLERANCE, cfg.master_tolerance
     space, _ = case
     hist = []
     res = solve_outputs(space, gap=1e-4, progress=lambda e: hist.append(e.record))
@@ -128,7 +128,7 @@ def test_a_second_pricing_pass_brings_more_columns_and_stays_exact(case):
     # only when nothing prices out: no first pass is ever productive enough
     one = solve_outputs(space, gap=1e-4, config=OutputsConfig(productive_share=np.inf))
     # every productive round: any first pass is productive and a second pass always cheap
-    two = solve_outputs(space, gap=1e-4, config=OutputsConfig(productive_share=0.0, second_pass_work=0.0))
+    two = solve_outputs(space, gap=1e-4, config=OutputsConfig(productive_share=0.0))
     assert two.status == "optimal" and two.mechanism.verification.passed
     assert two.lower_bound <= optimum * (1 + 1e-7) + 1e-12
     assert optimum * (1 - 1e-7) <= two.upper_bound <= optimum * (1 + 1e-4) + 1e-12
@@ -143,7 +143,7 @@ def test_the_second_pass_follows_the_column_deficit_and_the_work_model():
     from certdp.pmo.outputs.solve import second_pass
 
     cfg = OutputsConfig()
-    MASTER_FLOPS_PER_PRICING_ITERATION = cfg.second_pass_work
+    MASTER_FLOPS_PER_PRICING_ITERATION = SECOND_PASS_WORK
 
     def _second_pass(*args):
         return second_pass(*args, cfg)
@@ -180,7 +180,7 @@ def test_the_run_does_not_depend_on_the_clock(monkeypatch):
     # the run has upper steps near the target (fewer than 5 rounds after the one before), at
     # least UPPER_EVERY rounds apart: the rule this test is about does fire
     near = [b - a for a, b in zip(steps, steps[1:]) if b - a < 5]
-    assert near and min(near) >= OutputsConfig().upper_near
+    assert near and min(near) >= UPPER_NEAR
 
     real, late = time.perf_counter, [0.0]
     upper_step = Incumbent.step
@@ -224,7 +224,7 @@ def test_the_master_splits_by_component_and_solves_the_same_lp(monkeypatch):
     rng = np.random.default_rng(3)
     comp = np.r_[np.zeros(5), np.ones(4), np.arange(2, 5)].astype(np.int64)   # 5 + 4 rows, 3 singletons
     n = comp.size
-    m = po.ColumnMaster(n, 1e-9, comp, OutputsConfig(block_rows=4))
+    m = po.ColumnMaster(n, 1e-9, comp, block_rows=4)
     for c in range(5):
         on = comp == c
         R = rng.uniform(0.1, 1.0, (n, 6)) * on[:, None]
@@ -670,7 +670,7 @@ def test_a_config_is_passed_through_solve_and_checked():
     steps = [h["iteration"] for h in a.history if h["free_master_seconds"] > 0]
     assert steps == list(range(1, len(a.history) + 1))          # an upper step every round
     for bad, err in (({"box": -0.1}, ValueError), ({"upper_every": 1.5}, TypeError),
-                     ({"exact_tolerance": 0.5}, ValueError), ({"columns": float("nan")}, ValueError)):
+                     ({"master_tolerance": 1e-9}, ValueError), ({"columns": float("nan")}, ValueError)):
         with pytest.raises(err):
             OutputsConfig(**bad)
     with pytest.raises(TypeError, match="OutputsConfig"):

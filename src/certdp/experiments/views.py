@@ -31,9 +31,28 @@ def leaf_truth(view: BlockView, tensor: CountTensor) -> tuple[np.ndarray, np.nda
 
 def share_converged_with_error(view: BlockView, tensor: CountTensor) -> float:
     """Share of the view's leaves whose true AE is > 0 (paper 004, Figure 3)."""
+    return leaf_kinds(view, tensor)["ae_positive"]
+
+
+def leaf_kinds(view: BlockView, tensor: CountTensor) -> dict[str, float]:
+    """What the view's leaves are, as shares of all leaves (evaluation only: reads the true data).
+
+    Every leaf is exactly one of: ``single_cell`` (one cell: AE is 0 by definition, and the
+    decomposition stopped because the block cannot be cut, not because a test converged),
+    ``empty`` (several cells, all zero), ``uniform`` (several cells, equal non-zero counts) or
+    ``ae_positive``. ``ae_positive_of_tested`` is the AE > 0 share among the leaves of more than
+    one cell, the ones a convergence test stopped: the reading of paper 004's Figure 3 that
+    counts only sub-domains that converged."""
+    keys = ("ae_positive", "single_cell", "empty", "uniform", "ae_positive_of_tested")
     if view.n_blocks == 0:
-        return 0.0
-    return float(np.mean(leaf_truth(view, tensor)[1] > 1e-9))
+        return dict.fromkeys(keys, 0.0)
+    sums, aes = leaf_truth(view, tensor)
+    single = np.prod((view.hi - view.lo).astype(np.float64), axis=1) == 1
+    positive = aes > 1e-9
+    tested = ~single
+    return {"ae_positive": float(positive.mean()), "single_cell": float(single.mean()),
+            "empty": float(np.mean(tested & (sums == 0))), "uniform": float(np.mean(tested & (sums > 0) & ~positive)),
+            "ae_positive_of_tested": float(positive[tested].mean()) if tested.any() else 0.0}
 
 
 @dataclass

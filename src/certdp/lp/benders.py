@@ -461,11 +461,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
-    Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017), and the core moves halfway to
-    the master's y every round; when that cut does not cut off the master's point, the next
-    round separates at the master's y itself. The cuts are valid whatever point they come from;
-    the point is feasible for the master's own rows (both are), so the blocks' answers there
-    give upper bounds as usual. ``start`` is a known feasible point ``(value, y, xs)``: the
+    Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017); when that cut does not cut off
+    the master's point, the next round separates at the master's y itself. The core moves to
+    each point where every block was feasible (docs/lrgeo.md: why); the answers there are upper bounds. ``start`` is a known feasible point ``(value, y, xs)``: the
     first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
@@ -511,11 +509,13 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             (y_master, theta, lb_it, obj, t_master), c_master = solved, process_time() - c_master
             lb, y = max(lb, lb_it), y_master
             if core is not None and not kelley:
-                y, core = in_out * y_master + (1.0 - in_out) * core, 0.5 * (core + y_master)
+                y = in_out * y_master + (1.0 - in_out) * core
             t0, c_sub = time.perf_counter(), process_time()
             results = run.solve_all(y, theta, left()) if blocks else []
             cuts = _round_cuts(results, theta, y_master, couplings)
             kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
+            if core is not None and results and all(r.feasible for r in results):
+                core = y
             points = [_point(master, y, results)]
             if points[0] is None and heuristic is not None:
                 points.append(heuristic(y, results))

@@ -4,23 +4,58 @@ Every value the engine uses that is not derived from the instance lives here, wi
 the measurement that set it. ``solve(space, "outputs", config=OutputsConfig(...))`` changes
 them for one run; the defaults are the engine's. The sensitivity of each value (halved and
 doubled on three networks at two sizes, time to a 1% certified gap) is measured by
-``benchmarks/paper000/sensitivity.py``; docs/pmo.md has the table.
+``benchmarks/paper000/sensitivity.py``; docs/pmo.md has the tables.
 
-Measured so far (``results/sensitivity_500.md``: Helsinki, Gold Coast and Sydney at 500
-records, each value halved and doubled): only ``box`` moves the rounds on road networks (9-24
-rounds against the defaults' 11-16, in opposite directions on different networks: no other
-value suits all three), and ``upper_every`` doubled saves 4-15% of the CPU seconds in the same
-rounds (fewer upper steps); ``master_tolerance``, ``columns``, ``free_columns``,
-``elastic_width``, ``block_rows`` and ``working_set_batch`` stay within a round and the
-defaults' spread there. They are kept: road data at 500 records is one size of one kind, and
-``master_tolerance``, ``columns`` and ``elastic_width`` were set on grid and Gaussian data,
-where they moved the rounds. The sizes are already rules of the instance (units of N).
+Only values that matter live in :class:`OutputsConfig`. A value is *fixed* (a named constant
+below, no longer a tuning) where halving and doubling it left the CPU seconds to a 1% gap
+within 10% of the defaults' spread wherever its mechanism acts: on Helsinki, Gold Coast and
+Sydney at 500 records (``results/sensitivity_500.md``, ``results/sensitivity_500_rest.md``;
+the split by component, ``BLOCK_ROWS`` and ``SPLIT_GAIN``, acts there on Helsinki, whose mDP
+graph has several components below 2,000 records), on Helsinki at 1,000 records
+(``results/sensitivity_1000.md``, the values fixed on the road networks), and on word
+vectors, where the screening (``SCREEN_SHARE``) and the filled master act
+(``results/sensitivity_text.md``). The fields that remain moved a run: ``box``,
+``upper_every`` and ``working_set_from`` on the road networks at 500 records, ``gap_share``
+(x0.5: 33 rounds against 29) and ``working_set_batch`` (x2: 12% more CPU seconds) on
+Helsinki at 1,000, ``fill_when`` and ``productive_share`` on word vectors (x2: 64 rounds
+against 22, and 23% fewer CPU seconds), ``fill_after`` the rounds there (29 against 22);
+``master_tolerance``, ``columns`` and ``elastic_width`` did not move the road networks and
+were set on grid and Gaussian data, where they moved the rounds, which these tables do not
+cover; ``fill_near`` and ``fill_iterations`` did not move text-500 and stay as the filled
+master's gate and give-up, which its tests drive.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+
+#: The dense interior-point method's tolerance for an exact master (the free master, and the
+#: stabilised master once nothing prices out at looser ones): a solver accuracy, not a tuning.
+EXACT_TOLERANCE = 1e-8
+#: The box half-width of a record is at least this share of the largest cost range x ``box``
+#: (records with nearly flat costs must still move).
+BOX_FLOOR = 0.1
+#: The free master keeps at most this x N columns.
+FREE_COLUMNS = 4.0
+#: Near the target gap, an upper step may run as soon as this many rounds after the last one.
+UPPER_NEAR = 3
+#: The stabilised master's own matrix is tried as an upper bound once its total slack is below
+#: this x N.
+REBALANCE_SLACK = 0.1
+#: A second pricing pass is cheap when one simplex iteration of a pass, counted as this x N
+#: master flops, times the pass's iterations, is below the last stabilised master's dense work.
+SECOND_PASS_WORK = 5000.0
+#: Components of at least this many records get a dense master solve of their own; smaller
+#: ones are packed into solves of at most this many rows (the default of
+#: :class:`~certdp.pmo.outputs.master.ColumnMaster`'s ``block_rows``).
+BLOCK_ROWS = 50
+#: The master is split by component only where that cuts the dense work (rows^2 per solve) by
+#: at least this share.
+SPLIT_GAIN = 0.2
+#: Columns no dual in the box can use are left out of a solve once they are at least this share
+#: of the columns.
+SCREEN_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -35,22 +70,14 @@ class OutputsConfig:
             columns, and a solve takes 5-12 interior-point steps instead of 16-23. Neither
             bound depends on it.
         gap_share: see ``master_tolerance``.
-        exact_tolerance: the dense interior-point method's tolerance for an exact master (the
-            free master, and the stabilised master once nothing prices out at looser ones).
         box: the stabilisation box's half-width for record i is ``box`` x the range of its
-            costs (at least ``box_floor`` x the largest range: records with nearly flat costs
+            costs (at least ``BOX_FLOOR`` x the largest range: records with nearly flat costs
             must still move).
-        box_floor: see ``box``.
         columns: the stabilised master keeps at most this x N columns (columns idle at its
             weights for two rounds running are deleted above it).
-        free_columns: the free master keeps at most this x N columns.
         upper_every: an upper step (the free master and its repairs) every this many rounds.
-        upper_near: near the target gap, an upper step may run as soon as this many rounds
-            after the last one (rounds, not seconds: a run takes the same path on any machine).
         elastic_width: the elastic free master's slack costs ``lambda +- width``, width this x
             the stabilisation box's half-width.
-        rebalance_slack: the stabilised master's own matrix is tried as an upper bound once its
-            total slack is below this x N.
         fill_when: the free master's cover *leans on* its all-ones columns when they cover the
             rows this much on average (the priced points do not combine into an exact cover).
         fill_after: the filled free master is solved once the free master's cover has leaned on
@@ -60,15 +87,6 @@ class OutputsConfig:
         fill_iterations: a filled-master solve past this x N simplex iterations gives it up.
         productive_share: a pricing pass is productive when it brings at least this share of K
             new columns; only a productive first pass is followed by a second one.
-        second_pass_work: a second pricing pass is cheap when one simplex iteration of a pass,
-            counted as this x N master flops, times the pass's iterations, is below the last
-            stabilised master's dense work.
-        block_rows: components of at least this many records get a dense master solve of their
-            own; smaller ones are packed into solves of at most this many rows.
-        split_gain: the master is split by component only where that cuts the dense work
-            (rows^2 per solve) by at least this share.
-        screen_share: columns no dual in the box can use are left out of a solve once they are
-            at least this share of the columns.
         working_set_batch: at most this x N violated cone rows join a pricing model's working
             set per solve.
         working_set_from: cones with at most this many rows per record start with every row in
@@ -77,24 +95,15 @@ class OutputsConfig:
 
     master_tolerance: float = 1e-2
     gap_share: float = 0.1
-    exact_tolerance: float = 1e-8
     box: float = 0.07
-    box_floor: float = 0.1
     columns: float = 1.75
-    free_columns: float = 4.0
     upper_every: int = 5
-    upper_near: int = 3
     elastic_width: float = 1000.0
-    rebalance_slack: float = 0.1
     fill_when: float = 0.5
     fill_after: int = 3
     fill_near: float = 0.25
     fill_iterations: float = 10.0
     productive_share: float = 0.5
-    second_pass_work: float = 5000.0
-    block_rows: int = 50
-    split_gain: float = 0.2
-    screen_share: float = 0.1
     working_set_batch: float = 0.25
     working_set_from: float = 10.0
 
@@ -106,7 +115,7 @@ class OutputsConfig:
                 raise TypeError(f"OutputsConfig.{f.name} must be {'an integer' if whole else 'a number'}, got {v!r}")
             if math.isnan(v) or v < 0:
                 raise ValueError(f"OutputsConfig.{f.name} must be non-negative, got {v!r}")
-        if not 0 < self.exact_tolerance <= self.master_tolerance < 1:
-            raise ValueError("OutputsConfig needs 0 < exact_tolerance <= master_tolerance < 1")
-        if self.upper_every < 1 or self.upper_near < 1 or self.block_rows < 1:
-            raise ValueError("OutputsConfig.upper_every, upper_near and block_rows must be at least 1")
+        if not EXACT_TOLERANCE <= self.master_tolerance < 1:
+            raise ValueError(f"OutputsConfig.master_tolerance must be in [{EXACT_TOLERANCE}, 1)")
+        if self.upper_every < 1:
+            raise ValueError("OutputsConfig.upper_every must be at least 1")

@@ -32,7 +32,7 @@ from ...certify import certify
 from ...lp.dense import ColumnStore
 from ...space import Space
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
-from .config import OutputsConfig
+from .config import EXACT_TOLERANCE, FREE_COLUMNS, REBALANCE_SLACK, OutputsConfig
 from .master import ColumnMaster, FilledMaster
 
 
@@ -75,7 +75,7 @@ class Incumbent:
         self.n_comp = n_comp
         self.config = config
         self.tolerance = tolerance
-        self.free = ColumnMaster(space.n_records, tolerance, comp, config, store)   # without the box: mechanisms
+        self.free = ColumnMaster(space.n_records, tolerance, comp, store)   # without the box: mechanisms
         self.filled: FilledMaster | None = None    # the free master with an mDP fill, once needed
         self.leaning = 0                           # upper steps in a row whose cover leaned on the all-ones
         self.fill_output = int(np.argmin(C.sum(axis=0)))    # the best constant mechanism's output
@@ -122,7 +122,7 @@ class Incumbent:
     def solve_free(self) -> tuple[np.ndarray, np.ndarray]:
         """Solve the exact free master and certify its matrix unless its value cannot beat the
         best; its duals and weights."""
-        f = self.free.solve(box=False, tol=self.config.exact_tolerance)
+        f = self.free.solve(box=False, tol=EXACT_TOLERANCE)
         self.seconds["free"] += f.seconds
         if f.objective < self.ub:
             self.certified(self.free.matrix(f.weights, self.K))
@@ -132,7 +132,7 @@ class Incumbent:
         """The elastic free master around ``lam`` (slack prices ``elastic_width`` x ``delta``),
         its rows whose sums are off 1 re-solved by :func:`repair_rows`, certified; its duals
         and weights, or None if the repair failed."""
-        e = self.free.solve(elastic=(lam, self.config.elastic_width * delta), tol=self.config.exact_tolerance)
+        e = self.free.solve(elastic=(lam, self.config.elastic_width * delta), tol=EXACT_TOLERANCE)
         self.seconds["free"] += e.seconds
         t0 = time.perf_counter()
         Z = repair_rows(mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist), self.C,
@@ -179,8 +179,8 @@ class Incumbent:
         if (self.leaning >= cfg.fill_after and not self.counts["filled_given_up"]
                 and self.constant <= (1.0 + cfg.fill_near) * lower):
             self.solve_filled(stabilised.n)
-        self.free.prune(lam_f, b_f, int(cfg.free_columns * stabilised.n))
-        if slack < cfg.rebalance_slack * stabilised.n and self.rebalance.ready():
+        self.free.prune(lam_f, b_f, int(FREE_COLUMNS * stabilised.n))
+        if slack < REBALANCE_SLACK * stabilised.n and self.rebalance.ready():
             self.counts["rebalanced_tried"] += 1
             if self.certified(stabilised.matrix(b, self.K), rebalance=True):
                 self.counts["rebalanced_best"] += 1

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from ...lp.dense import ColumnStore, DenseColumns, solve_dense_lp
 from ...lp.highs import INF, HighsLP, solve_lp
-from .config import OutputsConfig
+from .config import BLOCK_ROWS, SCREEN_SHARE, SPLIT_GAIN
 
 
 class MasterSolution(NamedTuple):
@@ -51,14 +51,14 @@ class ColumnMaster:
     """
 
     def __init__(self, n: int, tolerance: float, comp: np.ndarray | None = None,
-                 config: OutputsConfig | None = None, store: ColumnStore | None = None) -> None:
+                 store: ColumnStore | None = None, block_rows: int = BLOCK_ROWS) -> None:
         self.n = n
         self.store = store if store is not None else ColumnStore(n)
         self.tolerance = tolerance
-        self.config = config if config is not None else OutputsConfig()
         # the connected component of each row: every column lies on one component (module
         # docstring of .solve), so the LP splits into one LP per group of components
         self.comp = np.zeros(n, dtype=np.int64) if comp is None else np.asarray(comp, dtype=np.int64)
+        self.block_rows = block_rows
         groups = self._groups()   # fixed with the rows: their components and their rows
         self.split = [(g, np.flatnonzero(np.isin(self.comp, g))) for g in groups] if len(groups) > 1 else []
         self.slots = np.zeros(0, dtype=np.int64)
@@ -146,13 +146,13 @@ class ColumnMaster:
 
     def _groups(self) -> list[np.ndarray]:
         """The components in groups solved as one LP each: every component of at least
-        ``config.block_rows`` rows on its own, the smaller ones packed in order into groups of at most
+        ``block_rows`` rows on its own, the smaller ones packed in order into groups of at most
         that many rows (a dense solve has a fixed cost per iteration; its work grows as rows^2 x
-        columns). One group, the whole LP, unless the split cuts that work by ``config.split_gain``: a
+        columns). One group, the whole LP, unless the split cuts that work by ``SPLIT_GAIN``: a
         split changes the inexact master's duals, and with them the rounds (text-500, whose
         largest component has 493 of 500 records: 27 rounds whole, 31 split)."""
         sizes = np.bincount(self.comp)
-        rows = self.config.block_rows
+        rows = self.block_rows
         groups = [np.array([c]) for c in np.flatnonzero(sizes >= rows)]
         pack: list[int] = []
         for c in np.flatnonzero((sizes > 0) & (sizes < rows)):
@@ -163,7 +163,7 @@ class ColumnMaster:
         if pack:
             groups.append(np.array(pack))
         work = sum(float(sizes[g].sum()) ** 2 for g in groups)
-        return groups if work <= (1.0 - self.config.split_gain) * float(self.n) ** 2 else [np.unique(self.comp)]
+        return groups if work <= (1.0 - SPLIT_GAIN) * float(self.n) ** 2 else [np.unique(self.comp)]
 
     def _solve_blocks(self, slack_costs: tuple[np.ndarray, np.ndarray] | None, tol: float
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, float] | None:
@@ -206,13 +206,13 @@ class ColumnMaster:
         0 in every optimal solution and its dual constraint never binds, and leaving it out changes
         neither the optimum nor the optimal duals. Text data's first rounds, where the start's
         tents cost more than the box lets any row pay, keep few of their N columns. All are
-        kept when fewer than ``config.screen_share`` of them go."""
+        kept when fewer than ``SCREEN_SHARE`` of them go."""
         live = np.ones(self.n_cols, dtype=bool)
         if slack_costs is None or self.n_cols == 0:
             return live
         reach = self.columns().tmul(slack_costs[0])
         dead = self.cost > reach + 1e-9 * np.maximum(1.0, np.abs(reach))
-        if dead.sum() >= self.config.screen_share * self.n_cols:
+        if dead.sum() >= SCREEN_SHARE * self.n_cols:
             live[dead] = False
         return live
 

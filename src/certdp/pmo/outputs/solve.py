@@ -66,7 +66,7 @@ from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
-from .config import OutputsConfig
+from .config import BOX_FLOOR, EXACT_TOLERANCE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from .incumbent import Incumbent
 from .master import ColumnMaster, new_columns
 from .pricing import Pricer, cone_rows, make_pricer
@@ -84,12 +84,12 @@ def second_pass(first_pass_columns: int, generated: int, K: int, pricing_iterati
     start, at most K a pass), so a second pass pays where columns are what the run lacks: the
     first pass was productive (at least ``productive_share`` x K new columns) and either fewer
     than N columns were generated so far or a pass is cheap against the master by the work
-    model (simplex iterations x ``second_pass_work`` x N against the last stabilised master's
+    model (simplex iterations x ``SECOND_PASS_WORK`` x N against the last stabilised master's
     dense work: rows^2 x columns x interior-point steps, summed over its parts). Work and
     columns, not clocks, so the run does not depend on timing."""
     if first_pass_columns < config.productive_share * K:
         return False
-    cheap = pricing_iterations * config.second_pass_work * master.n < master.work
+    cheap = pricing_iterations * SECOND_PASS_WORK * master.n < master.work
     return generated < master.n or cheap
 
 
@@ -119,12 +119,12 @@ class PricingLoop:
         # the box half-width of record i: a share of its own cost range, and at least a share of
         # the largest range (records with nearly flat costs must still move)
         spread = self.C.max(axis=1) - self.C.min(axis=1)
-        self.delta = config.box * np.maximum(spread, config.box_floor * (float(spread.max()) or 1.0))
+        self.delta = config.box * np.maximum(spread, BOX_FLOOR * (float(spread.max()) or 1.0))
         self.n_comp, self.comp = graph.components
         # every master's columns live once, in one store: the stabilised and the free master
         # share most of theirs
         self.store = ColumnStore(N)
-        self.master = ColumnMaster(N, tolerance, self.comp, config, self.store)   # with the box: the duals
+        self.master = ColumnMaster(N, tolerance, self.comp, self.store)   # with the box: the duals
         self.master.set_box(center, self.delta)
         self.upper = Incumbent(space, self.C, self.A, self.edges, self.dist, self.comp, self.n_comp, tolerance,
                                config, self.store)
@@ -265,7 +265,7 @@ def _upper_due(it: int, it_upper: int, lb_at_upper: float, value: float, tol: fl
     rounds (grid-500: 0.6% from round 7 to 20, while the lower bound moves 3%): every
     ``upper_every`` rounds (the columns move it too), and when the gap is near the target, the
     lower bound has moved, the stabilised master's ``value`` could close the gap and the last
-    upper step is at least ``upper_near`` rounds back. That value bounds every mechanism in the
+    upper step is at least ``UPPER_NEAR`` rounds back. That value bounds every mechanism in the
     span of the stabilised master's columns; the free master keeps more columns and the repair
     leaves the span, so this is a filter, not a proof (it decides only which candidates are
     tried; every bound stays rigorous)."""
@@ -273,7 +273,7 @@ def _upper_due(it: int, it_upper: int, lb_at_upper: float, value: float, tol: fl
         return True
     closable = value <= lb / (1.0 - gap) * (1.0 + tol)
     return (closable and lb > lb_at_upper and gap < relative_gap(ub, lb) <= 2 * gap
-            and it - it_upper >= config.upper_near)
+            and it - it_upper >= UPPER_NEAR)
 
 
 def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: float | None, t_start: float,
@@ -288,7 +288,7 @@ def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: floa
     for it in range(1, max_iterations + 1):
         # an inexact master (primal-dual column generation): solved to a share of the gap
         g_now = relative_gap(up.ub, loop.lb) if math.isfinite(up.ub) else math.inf
-        tol = max(cfg.exact_tolerance, min(tol_cap, cfg.gap_share * g_now))
+        tol = max(EXACT_TOLERANCE, min(tol_cap, cfg.gap_share * g_now))
         meter = _Meter()
         lam, b, slack, obj, value, secs = master.solve(tol=tol)
         loop.seconds["master"] += secs
@@ -333,7 +333,7 @@ def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: floa
             loop.add(cols)
             loop.generated += cols.shape[1]
         elif not serious:            # nothing prices out and the box did not move
-            if tol > cfg.exact_tolerance:   # the duals may be off by the tolerance: solve more exactly
+            if tol > EXACT_TOLERANCE:   # the duals may be off by the tolerance: solve more exactly
                 tol_cap = tol / 10
             elif slack > 1e-6:         # the box binds where it stands: widen it
                 master.set_box(master.center, master.delta * 10)
