@@ -21,7 +21,11 @@ The round's time is reported per part in wall seconds and in process CPU seconds
 is shared: wall time also counts waiting for a core). The Benders solve is split into its
 block solves and its master (CPU seconds, from the engine's history).
 
-    python -m benchmarks.paper003.scale [--users 4 10] [--seeds 0 1 2] [--heldout]
+    python -m benchmarks.paper003.scale [--users 4 10] [--seeds 0 1 2] [--only goldcoast] [--max-rounds 300]
+        [--timeout-min 60] [--heldout]
+
+With --only the table is scale_NAME (scale_goldcoast); each run notes its blocks, the CPU seconds of
+one block solve (every call of the engine timed) and the gap by round.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -110,10 +116,54 @@ def _round_line(ev) -> None:
     r = ev.record
     if "gap" in r:
         print(f"round {r['iteration']}: gap {r['gap']:.3g}, blocks CPU {r.get('sub_cpu', 0):.2f} s, master CPU "
-              f"{r.get('master_cpu', 0):.3f} s", file=sys.stderr, flush=True)
+              f"{r.get('master_cpu', 0):.3f} s, scaled bounds {r['lower_bound']:.6g} {r['upper_bound']:.6g}", file=sys.stderr,
+              flush=True)
 
 
-def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int) -> dict:
+class _BlockClock:
+    """Every block solve of the Benders engine (its own models and the repair's): the block, the
+    process CPU seconds, the simplex iterations and the HiGHS runs of each call, in call order.
+    A call is one run of the block's live model when that run ends optimal with duals; each
+    further run is a fresh model the engine built after it (``BlockSolver._attempts``). Each
+    run is noted as its status, CPU seconds and iterations. The engine keeps only the sums per
+    round; the cost of one block solve against the block's size is what separates a large block
+    from many rounds."""
+
+    def __init__(self) -> None:
+        from certdp.lp import benders, highs
+
+        self.calls: list[tuple[int, float, int, list[tuple[str, float, int]]]] = []
+        self._runs: list[tuple[str, float, int]] | None = None    # the HiGHS runs of the block call under way
+        self._patched = [(benders.BlockSolver, "solve", benders.BlockSolver.solve),
+                         (highs.HighsLP, "solve", highs.HighsLP.solve)]
+        clock, block_solve, lp_solve = self, benders.BlockSolver.solve, highs.HighsLP.solve
+
+        def timed(solver, *a, **kw):
+            clock._runs = []
+            c0 = time.process_time()
+            res = block_solve(solver, *a, **kw)
+            clock.calls.append((solver.index, time.process_time() - c0, int(res.iterations), clock._runs))
+            clock._runs = None     # the master's runs are not a block's
+            return res
+
+        def run(lp, *a, **kw):
+            c0 = time.process_time()
+            sol = lp_solve(lp, *a, **kw)
+            if clock._runs is not None:
+                    clock._runs.append((sol.status + ("" if sol.row_dual is not None else " (no duals)"),
+                                    round(time.process_time() - c0, 4), int(sol.iterations)))
+            return sol
+
+        setattr(benders.BlockSolver, "solve", timed)   # noqa: B010 (the engine's classes, this process only)
+        setattr(highs.HighsLP, "solve", run)   # noqa: B010
+
+    def close(self) -> None:
+        for cls, name, orig in self._patched:
+            setattr(cls, name, orig)
+
+
+def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int,
+            max_rounds: int = 100) -> dict:
     import numpy as np
 
     from certdp.audit import verify
@@ -144,16 +194,23 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
         built = server.build()
         rows = sum(b.spec.W.shape[0] for b in built[1])
         nnz = sum(b.spec.W.nnz + b.spec.T.nnz for b in built[1])
+        sizes = [[int(b.spec.W.shape[0]), int(b.spec.W.shape[1]), int(b.spec.W.nnz + b.spec.T.nnz)] for b in built[1]]
     del built
-    with _Part(parts, "solve"):
-        resp, info = server.solve(gap=1e-4, fallback=False, progress=_round_line)
+    print("block sizes " + json.dumps({"lr_sizes": [u.n for u in us], "block_sizes": sizes}), file=sys.stderr, flush=True)
+    clock = _BlockClock()
+    try:
+        with _Part(parts, "solve"):
+            resp, info = server.solve(gap=1e-4, max_iterations=max_rounds, fallback=False, progress=_round_line)
+    finally:
+        clock.close()
     with _Part(parts, "certify"):
         mechs = [u.mechanism(resp[u.name])[0] for u in us]
     certified = sum(bool(verify(m.matrix, m.epsilon, m.edges, m.edge_distance).passed) for m in mechs)
     hist = info.history
     return {"instance": name, "bbox": bbox, "users": users, "seed": seed, "K": world.K,
             "cell_km": world.cell_km, "lr_sizes": [u.n for u in us], "columns": [len(u.obf) for u in us],
-            "block_rows": rows, "block_nnz": nnz, "parts": parts, "estimate": est.parts,
+            "block_rows": rows, "block_nnz": nnz, "block_sizes": sizes, "block_calls": clock.calls,
+            "max_rounds": max_rounds, "parts": parts, "estimate": est.parts,
             "estimate_total": est.total, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "method": info.method, "status": info.status, "gap": info.gap, "iterations": info.iterations,
             "sub_cpu": sum(h.get("sub_cpu", 0.0) for h in hist), "master_cpu": sum(h.get("master_cpu", 0.0) for h in hist),
@@ -175,14 +232,53 @@ def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> 
 
 
 # ------------------------------------------------------------------------------------ the table
-def _child(args: list[str], cap_gb: float) -> dict | str:
+def _partial(err: list[str]) -> dict:
+    """What a stopped or failed instance had reached, read from its stderr: its blocks and the
+    Benders rounds (round, gap, blocks CPU s, master CPU s)."""
+    out: dict = {"history": []}
+    pat = re.compile(r"round (\d+): gap (\S+), blocks CPU (\S+) s, master CPU (\S+) s")
+    for ln in err:
+        if ln.startswith("block sizes "):
+            out.update(json.loads(ln[len("block sizes "):]))
+        elif (m := pat.match(ln)) is not None:
+            out["history"].append([int(m[1]), float(m[2]), float(m[3]), float(m[4])])
+    return out
+
+
+def _child(args: list, cap_gb: float, timeout_min: float | None) -> dict | tuple[str, dict]:
+    """Run one instance in its own capped process; its stderr (parts, rounds) is echoed as it
+    comes. A run that is stopped or fails gives (why, what it had reached)."""
     cmd = ["prlimit", f"--as={int(cap_gb * 1e9)}", "--", sys.executable, "-m", "benchmarks.paper003.scale",
            "--child", json.dumps(args)]
-    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    err: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        assert p.stdout is not None and p.stderr is not None
+        pout, perr = p.stdout, p.stderr
+
+        def echo() -> None:
+            for line in perr:
+                err.append(line.rstrip())
+                print(f"[{args[0]} {args[3]} users] {line.rstrip()}", file=sys.stderr, flush=True)
+
+        out: list[str] = []
+        reader = threading.Thread(target=echo, daemon=True)
+        reader.start()
+        collect = threading.Thread(target=lambda: out.append(pout.read()), daemon=True)
+        collect.start()
+        try:
+            p.wait(timeout=None if timeout_min is None else 60 * timeout_min)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            reader.join(5)
+            rounds = [ln for ln in err if ln.startswith("round ")]
+            return (f"stopped at --timeout-min {timeout_min:g} ({(rounds or ['before the first round'])[-1][:120]})",
+                    _partial(err))
+        reader.join(5)
+        collect.join()
     if p.returncode != 0:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"failed ({tail[:120]})"
-    return json.loads(p.stdout.strip().splitlines()[-1])
+        return f"failed ({(err or ['no output'])[-1][:120]})", _partial(err)
+    return json.loads(out[0].strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -193,17 +289,22 @@ def main() -> None:
     ap.add_argument("--heldout", action="store_true", help="the held-out networks (to confirm, never to tune)")
     ap.add_argument("--cap-gb", type=float, default=6.0, help="address-space cap per instance")
     ap.add_argument("--jobs", type=int, default=1, help="instances run at once (each in its own process)")
+    ap.add_argument("--max-rounds", type=int, default=100, help="Benders rounds at most (the server's default: 100)")
+    ap.add_argument("--timeout-min", type=float, default=None,
+                    help="wall minutes an instance may run before it is stopped (default: no limit)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--rewrite", default=None, metavar="RAW.json",
-                    help="write the table again from a run's raw JSON, with the estimates of the current code")
+                    help="write the table of a run's raw JSON (RAW.md beside it) again, with the estimates and notes of "
+                         "the current code")
     output_args(ap)
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(run_one(*json.loads(args.child)), default=float))
         return
     if args.rewrite is not None:
-        runs = json.loads(Path(args.rewrite).read_text())
-        runs = runs["results"] if isinstance(runs, dict) else runs    # write_table's raw JSON: the runs
+        raw = json.loads(Path(args.rewrite).read_text())
+        runs = raw["results"] if isinstance(raw, dict) else raw    # write_table's raw JSON: the runs
+        args.measured = (raw.get("command"), raw.get("commit")) if isinstance(raw, dict) else (None, None)
         folders = {name: folder for name, folder, _ in instances(False) + instances(True)}
         for r in runs:
             if "error" not in r:
@@ -216,11 +317,12 @@ def main() -> None:
 
     def one(job: tuple) -> dict:
         name, folder, bbox, users, seed = job
-        r = _child([name.split("-")[0], str(folder), None if bbox is None else list(bbox), users, seed], args.cap_gb)
+        r = _child([name.split("-")[0], str(folder), None if bbox is None else list(bbox), users, seed,
+                    args.max_rounds], args.cap_gb, args.timeout_min)
         if isinstance(r, dict):
             r["instance"] = name
             return r
-        return {"instance": name, "users": users, "seed": seed, "error": r}
+        return {"instance": name, "users": users, "seed": seed, "error": r[0], **r[1]}
 
     runs = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:    # each instance is its own process
@@ -228,6 +330,49 @@ def main() -> None:
             runs.append(r)
             print(json.dumps(r, default=float)[:400], file=sys.stderr, flush=True)
     _write(runs, args)
+
+
+def _block_note(r: dict) -> str:
+    """One run's blocks (per user: LR set, LP rows, columns), the CPU seconds and simplex
+    iterations of one block solve (median and worst over every call of the engine; the first
+    call of each block, at the core point, apart) and the gap at rounds 1, 2, 5, 10, 20, ..."""
+    calls = r["block_calls"]
+    nb = len(r["block_sizes"])
+    first, rest = calls[:nb], calls[nb:]
+    per = {i: [c for c in rest if c[0] == i] for i in range(nb)}
+    blocks = ", ".join(f"{n}/{w[0]}/{w[1]}" for n, w in zip(r["lr_sizes"], r["block_sizes"]))
+    cpu_rows = ", ".join(f"{statistics.median([c[1] for c in per[i]] or [0]):.3f}" for i in range(nb))
+    hist = r.get("history", [])
+    marks = [k for k in (1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300) if k <= len(hist)]
+    if hist and len(hist) not in marks:
+        marks.append(len(hist))
+    traj = ", ".join(f"{k}: {hist[k - 1][1]:.2g}" for k in marks)
+    # a call whose live model ends optimal with duals returns at once; an infeasible one gives a
+    # feasibility cut; any other end of the live model (a numerical failure) sends the engine to
+    # fresh models, solved from scratch with presolve
+    runs = [c[3] for c in calls if len(c) > 3 and c[3]]
+    failed = [r for r in runs if not r[0][0].startswith(("optimal", "infeasible")) or r[0][0] == "optimal (no duals)"]
+    refits = (f"; live model failed numerically in {len(failed)} of {len(calls)} calls "
+              f"({', '.join(sorted({r[0][0] for r in failed})) or '-'}): {sum(r[0][1] for r in failed):.1f} CPU s in those "
+              f"runs and {sum(x[1] for r in failed for x in r[1:]):.1f} in the fresh models after them, of "
+              f"{sum(c[1] for c in calls):.1f} in all block calls")
+    return (f"{r['instance']}, {r['users']} users, seed {r['seed']}: blocks (LR set / LP rows / columns per user) "
+            f"{blocks}; first solve at the core point CPU s {', '.join(f'{c[1]:.2f}' for c in first)}; later block "
+            f"solves: {len(rest)}, CPU s median {statistics.median([c[1] for c in rest] or [0]):.3f}, worst "
+            f"{max([c[1] for c in rest] or [0]):.2f}, simplex iterations median "
+            f"{statistics.median([c[2] for c in rest] or [0]):.0f}; per user median CPU s {cpu_rows}; "
+            f"gap by round {traj}{refits}")
+
+
+def _stopped_note(r: dict) -> str:
+    """A stopped run's blocks and gap trajectory (from its stderr)."""
+    hist = r["history"]
+    blocks = ", ".join(f"{n}/{w[0]}/{w[1]}" for n, w in zip(r.get("lr_sizes", []), r.get("block_sizes", [])))
+    step = max(1, len(hist) // 12)
+    traj = ", ".join(f"{h[0]}: {h[1]:.2g}" for h in hist[::step] + ([hist[-1]] if (len(hist) - 1) % step else []))
+    return (f"{r['instance']}, {r['users']} users, seed {r['seed']} ({r['error'].split(' (')[0]}): blocks (LR set / LP "
+            f"rows / columns per user) {blocks or 'not reached'}; {len(hist)} rounds, blocks CPU s "
+            f"{sum(h[2] for h in hist):.1f}, master CPU s {sum(h[3] for h in hist):.2f}; gap by round {traj}")
 
 
 def _mb(b: float) -> float:
@@ -270,12 +415,18 @@ def _write(runs: list[dict], args: argparse.Namespace) -> None:
             notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: Benders CPU s to gap 1e-3 {to[0]:.2f} "
                          f"(round {len(r['history']) - len(to) + 1}), to the end {r['sub_cpu'] + r['master_cpu']:.2f} "
                          f"({r['iterations']} rounds)")
+    notes.extend(_block_note(r) for r in ok if r.get("block_calls"))
+    notes.extend(_stopped_note(r) for r in runs if "error" in r and r.get("history"))
     notes.append("Per part: measured growth of the resident set (estimate made before allocating, "
                  "certdp.lrgeo.memory.estimate_round). Wall seconds on a shared machine; CPU seconds of the process.")
     if args.rewrite:
-        notes.append(f"Measurements from the run whose raw JSON is {Path(args.rewrite).name}; estimates from the current "
-                     "code (--rewrite).")
-    name = "scale_heldout" if args.heldout else "scale"
+        cmd, commit = getattr(args, "measured", (None, None))
+        notes.append(f"Measurements from the run whose raw JSON is {Path(args.rewrite).name}"
+                     + (f" (command `{cmd}`, commit {commit})" if cmd else "") + "; estimates and notes from the "
+                     "current code (--rewrite).")
+    name = "scale_heldout" if args.heldout else "scale" + ("" if not args.only else "_" + "_".join(args.only))
+    if args.rewrite:
+        name = Path(args.rewrite).stem     # a rewrite replaces the table of its raw JSON
     write_table(name, "LR-Geo at paper 003's settings on real road networks (40 x 40 grid)", cols, rows,
                 notes=notes, raw=runs, args=args)
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certdp.datasets.city import grid_city
+from certdp.lp.outcome import relative_gap
 from certdp.lrgeo.client import LRGeoClient, ServiceError
 from certdp.lrgeo.messages import ObfuscationRequest, ProtocolError, TableRequest, TableResponse
 from certdp.lrgeo.server import build_block, column_scale
@@ -378,6 +379,8 @@ def test_concurrent_user_processes_against_one_server_process(server):
         assert p.returncode == 0, e.decode()
         outs.append(json.loads(o))
     assert all(r["verified"] and 0 <= r["output"] < 64 and r["status"] == "optimal" for r in outs)
+    # an optimal round's bounds, as each user received them, are within the server's gap (1e-4)
+    assert all(relative_gap(r["upper_bound"], r["lower_bound"]) <= 1e-4 for r in outs)
     assert len({r["user"] for r in outs}) == 2
     _, e = bad.communicate(timeout=60)
     assert bad.returncode == 2 and "location" in e.decode()

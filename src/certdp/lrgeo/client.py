@@ -173,6 +173,7 @@ class LRGeoClient:
         t["done"] = time.perf_counter()
         return {"output": out, "lat": float(world.latlon[out, 0]), "lon": float(world.latlon[out, 1]),
                 "user": user.name, "status": resp.status, "verified": bool(mech.verification.passed),
+                "upper_bound": resp.upper_bound, "lower_bound": resp.lower_bound,
                 "certify_mixing": mixing, "lr_set_size": user.n,
                 "seconds": {"table": t["table"] - t["start"], "upload": t["upload"] - t["table"],
                             "wait": t["result"] - t["upload"], "certify": t["done"] - t["result"],
