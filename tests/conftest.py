@@ -8,9 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import settings
 
 from certdp import Space, build_space
 from certdp.datasets import gaussian, grid, latlon
+
+# No test depends on the wall clock: hypothesis's per-example deadline (200 ms) is one, and it
+# fails examples that a loaded machine merely slows down.
+settings.register_profile("certdp", deadline=None)
+settings.load_profile("certdp")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
