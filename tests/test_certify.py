@@ -60,7 +60,7 @@ def test_certify_leaves_a_strictly_feasible_matrix_alone():
     assert rep.mixing == 0.0 and np.array_equal(Zc, Z)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(n=st.integers(2, 9), k=st.integers(1, 7), eps=st.floats(0.01, 30.0), noise=st.floats(0, 1e-6),
        zero_frac=st.floats(0, 0.5), seed=st.integers(0, 2**31 - 1))
 def test_certify_always_returns_an_exactly_private_matrix(n, k, eps, noise, zero_frac, seed):

@@ -22,7 +22,7 @@ def bases():
 
 
 def _settings(n: int):
-    return settings(max_examples=n, derandomize=True, database=None, deadline=None,
+    return settings(max_examples=n, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
 
 

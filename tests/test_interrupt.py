@@ -32,7 +32,7 @@ two-core machine; on a slower one the signals land earlier in the run, which is 
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+_common = dict(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                        HealthCheck.data_too_large])
 
 

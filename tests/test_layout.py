@@ -61,7 +61,7 @@ def _write(root: Path, imports: dict[str, list[str]], cycle: bool, upward: bool,
     (root / "README.md").write_text("A package.\n" + ("Measured in session 12.\n" if diary else ""))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(packages())
 def test_the_check_finds_exactly_the_planted_defects(case):
     imports, cycle, upward, long_fn, diary = case

@@ -85,7 +85,7 @@ def test_snap_names_the_nearest_location_and_its_distance(fitted):
     assert (s["snap_km"] <= fitted.max_snap_km_).all()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(st.floats(BOX[0], BOX[2]), st.floats(BOX[1], BOX[3]))
 def test_every_point_of_the_box_is_inside_the_area(fitted, lat, lon):
     df = pd.DataFrame({"lat": [lat], "lon": [lon]})

@@ -18,7 +18,7 @@ from .paper002 import brute_tight, metric_space
 
 
 @given(st.integers(0, 10_000), st.sampled_from([1e-3, 0.05, 0.3]))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_pair_tightness_matches_bisection(seed, delta):
     rng = np.random.default_rng(seed)
     K = int(rng.integers(2, 9))
@@ -48,7 +48,7 @@ def test_epsilon_tight_of_an_exact_mechanism_is_at_most_its_epsilon():
 
 
 @given(st.integers(0, 10_000), st.floats(0.5, 6.0))
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=12)
 def test_packing_bound_never_exceeds_the_optimum(seed, eps):
     s = metric_space(8, seed=seed, eps=eps)
     lb = packing_lower_bound(s)

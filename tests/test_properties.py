@@ -26,7 +26,7 @@ texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=1
 
 
 @given(eps=numbers, eta=numbers)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_solve_is_private_or_refuses(eps, eta):
     try:
         space = build_space(grid(3, 3), epsilon=eps, eta=eta, n_outputs=4, seed=0)
@@ -43,7 +43,7 @@ def test_solve_is_private_or_refuses(eps, eta):
 
 
 @given(eps=numbers, eta=numbers)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_saved_solutions_pass_an_independent_exact_audit(tmp_path, eps, eta):
     out = tmp_path / f"m{abs(hash((eps, eta)))}.npz"
     res = CliRunner().invoke(main, ["solve", "--dataset", "grid:3x3", "--epsilon", str(eps), "--eta", str(eta),
@@ -61,7 +61,7 @@ option_names = st.sampled_from(["--epsilon", "--eta", "--cell", "--outputs", "--
 
 
 @given(opts=st.lists(st.tuples(option_names, st.one_of(texts, numbers.map(str))), max_size=4))
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_solve_on_the_command_line_never_shows_a_traceback(tmp_path, opts):
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -81,7 +81,7 @@ def test_solve_on_the_command_line_never_shows_a_traceback(tmp_path, opts):
 
 
 @given(content=st.binary(max_size=300))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_audit_and_perturb_of_random_bytes_are_clear_errors(tmp_path, content):
     p = tmp_path / "x.npz"
     p.write_bytes(content)
@@ -98,7 +98,7 @@ def mech_file(tmp_path_factory):
 
 
 @given(text=st.text(max_size=40))
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_perturb_reads_any_text_or_says_which_line_is_wrong(mech_file, text):
     res = CliRunner().invoke(main, ["perturb", str(mech_file), "--seed", "1"], input=text)
     assert "Traceback" not in res.output

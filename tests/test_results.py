@@ -239,7 +239,7 @@ def test_a_readme_number_without_its_table_is_reported(tmp_path):
     assert len(unbacked("Slow: 3 s (`benchmarks/p/results/gone.md`).\n", tmp_path)) == 1
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(st.lists(st.tuples(st.sampled_from(["paper000", "paper009", "cli"]),
                           st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1).map(str.strip)
                           .filter(bool),

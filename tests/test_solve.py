@@ -149,7 +149,7 @@ def choices(draw):
     return method.name, name, draw(st.sampled_from(method.options[name].choices))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(choices(), st.text(min_size=1, max_size=8))
 def test_a_choice_is_accepted_exactly_when_the_registry_lists_it(small_for_checks, case, other):
     method, name, value = case

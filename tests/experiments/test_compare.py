@@ -88,7 +88,7 @@ def test_cli_compare_refuses_a_bad_match_tight():
 
 
 @given(st.integers(0, 10_000), st.floats(0.5, 6.0))
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8)
 def test_order_factors_multiply_to_the_ratio_and_expmech_is_a_point_of_the_lp(seed, eps):
     sp = build_space(gaussian(14, 2, seed=seed), epsilon=eps, eta=math.inf, seed=seed)
 

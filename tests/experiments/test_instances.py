@@ -58,7 +58,7 @@ def test_the_box_follows_its_rule_on_any_cloud_of_nodes():
 
     from certdp.experiments.instances import GROWING_ETA, _pair_share
 
-    @settings(max_examples=25, deadline=None)
+    @settings(max_examples=25)
     @given(st.integers(0, 10_000), st.floats(2.0, 80.0), st.integers(20, 200))
     def check(seed, side, n):
         rng = np.random.default_rng(seed)

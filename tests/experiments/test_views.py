@@ -31,7 +31,7 @@ def test_compare_views_and_convergence_share():
 
 @given(st.integers(0, 10_000), st.sampled_from(["ripost", "privtree", "hdpview"]), st.floats(0.05, 20.0),
        st.sampled_from([(1, 9), (7, 6), (3, 4, 5)]), st.floats(0.05, 0.9))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_leaf_kinds_partition_the_leaves_as_brute_force_does(seed, method, eps, shape, density):
     """Each leaf is one kind; the shares match a brute-force count over the dense tensor."""
     rng = np.random.default_rng(seed)

@@ -16,7 +16,7 @@ from ..paper002 import metric_space
 
 
 @given(st.integers(0, 10_000), st.floats(1.0, 3.0))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 def test_greedy_spanner_stretch(seed, delta):
     pts = np.random.default_rng(seed).random((25, 2))
     D = cdist(pts, pts)
@@ -35,7 +35,7 @@ def test_spanner_with_stretch_one_is_optmech():
 
 
 @given(st.integers(4, 14), st.integers(1, 4), st.integers(0, 10_000), st.sampled_from([1.5, 2.0, 3.0, 5.0]))
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15)
 def test_spanner_lp_size_is_its_edge_count(n, dim, seed, delta):
     """The LP's size is decided by the spanner alone: one mDP row per edge, direction and output
     (2 non-zeros each), plus the row sums and the loss rows (paper 002, Table 2)."""

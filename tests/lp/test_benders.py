@@ -110,7 +110,7 @@ def _check_run(lad: Ladder, out, gap: float) -> None:
         assert out.gap <= gap
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(ladders())
 def test_benders_reaches_the_optimum_that_highs_gives_directly(lad):
     out = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500)
@@ -140,7 +140,7 @@ def test_an_infeasible_block_teaches_the_master_a_feasibility_cut():
     _check_run(lad, out, 1e-9)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, suppress_health_check=[HealthCheck.too_slow])
 @given(ladders(), st.sampled_from([e for e in EXECUTORS if e != "dask"]), st.integers(1, 3))
 def test_every_executor_gives_the_same_run(lad, executor, workers):
     """Each block sees the same right-hand sides whatever runs it: the same rounds, bounds and
@@ -156,7 +156,7 @@ def test_every_executor_gives_the_same_run(lad, executor, workers):
     assert np.array_equal(other.y, serial.y)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
 @given(ladders(), st.integers(1, 3))
 def test_the_round_limit_stops_the_run_with_its_best_bounds(lad, rounds):
     full = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500)
@@ -168,7 +168,7 @@ def test_the_round_limit_stops_the_run_with_its_best_bounds(lad, rounds):
         assert out.status == full.status and out.upper_bound == full.upper_bound
 
 
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=15,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(lad=ladders(), readings=st.integers(3, 60))
 def test_the_deadline_is_honoured_on_the_engine_clock(engine_clock, lad, readings):

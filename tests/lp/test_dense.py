@@ -156,7 +156,7 @@ def test_the_normal_equations_built_block_by_block_are_the_whole_product(order):
     assert np.allclose(cols.mul(v), R @ v) and np.allclose(cols.tmul(y), R.T @ y)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 7), st.lists(st.integers(1, 40), min_size=1, max_size=6))
 def test_a_column_store_keeps_each_column_once_and_reads_it_in_place(seed, m, batches):
     """Columns put into a store, taken and released in any order, read back as they were

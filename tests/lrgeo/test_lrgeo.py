@@ -376,7 +376,7 @@ def test_bbox_lays_the_grid_over_that_area_of_the_network(tmp_path):
 _finite = st.floats(-200, 200, allow_nan=False)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(box=st.one_of(st.lists(st.one_of(_finite, st.just(math.nan), st.just(math.inf)), min_size=3, max_size=5),
                      st.text(max_size=30)))
 def test_a_bad_bbox_is_one_line_naming_it(tmp_path, box):
@@ -419,7 +419,7 @@ def _written(tmp_path):
     return f"{folder / 'n.csv'},{folder / 'e.csv'}"
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(rows=st.integers(3, 12), cols=st.integers(3, 12), gamma=st.floats(1.0, 3.0), lr=st.floats(1.0, 5.0),
        r_obf=st.floats(0.5, 4.0), r_exp=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
 def test_the_memory_estimate_counts_bound_every_users_arrays(rows, cols, gamma, lr, r_obf, r_exp, seed):
@@ -467,7 +467,7 @@ def test_a_round_that_would_not_fit_is_refused_before_anything_is_allocated():
     assert r.exit_code == 2 and r.output.startswith("Error: a round of 6 users") and r.output.count("\n") == 1
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), side=st.integers(5, 7), eps_cell=st.floats(0.5, 4.0),
        r_exp_cells=st.floats(0.0, 3.3), users=st.integers(2, 4))
 def test_violation_ratio_is_below_proposition_4_5s_bounds(seed, side, eps_cell, r_exp_cells, users):
@@ -487,7 +487,7 @@ def test_violation_ratio_is_below_proposition_4_5s_bounds(seed, side, eps_cell, 
 
 
 @given(seed=st.integers(0, 10_000), r_exp=st.floats(0.0, 1.0))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 def test_proposition_4_5_counts_match_the_sets(city, seed, r_exp):
     """Eq. 29-30 from the column counts equal the same formulas with A_i counted as sets."""
     rng = np.random.default_rng(seed)

@@ -279,14 +279,14 @@ def _bad_upload_fails_only_its_user(sched, world, params, data) -> None:
     assert sched.result(honest.name, t_h, wait=30.0)[0] == "done"
 
 
-@settings(max_examples=12, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_a_generated_bad_upload_fails_only_its_own_user(busy_scheduler, world, params, data):
     _bad_upload_fails_only_its_user(busy_scheduler, world, params, data)
 
 
 @pytest.mark.slow
-@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=500, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_a_generated_bad_upload_fails_only_its_own_user_at_length(busy_scheduler, world, params, data):
     _bad_upload_fails_only_its_user(busy_scheduler, world, params, data)
@@ -532,7 +532,7 @@ def _fuzz(url: str, examples: int, derandomize: bool) -> None:
 
     schema = schemathesis.openapi.from_url(url + "/openapi.json")
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-        @settings(max_examples=examples, derandomize=derandomize, deadline=None, database=None,
+        @settings(max_examples=examples, derandomize=derandomize, database=None,
                   suppress_health_check=list(HealthCheck))
         @given(case=schema.as_strategy(mode))
         def call(case):
@@ -567,7 +567,7 @@ def test_generated_json_bodies_never_reach_a_server_error(server):
                                     optional={k: json_values for k in ("center", "radius_km", "D_NN", "columns",
                                                                        "D_NO", "C_NO", "p")})
 
-    @settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=40, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(body=st.one_of(message, json_values))
     def post(body):
         for path in ("/table", f"/upload/{grant['user']}"):

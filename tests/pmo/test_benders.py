@@ -149,7 +149,7 @@ def test_the_published_algorithm_at_the_papers_epsilon_is_refused_by_highs_and_s
         solve_benders(sp, variant="paper", time_limit=60)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8)
 @given(seed=st.integers(0, 10**6), n=st.integers(8, 20), eta=st.floats(0.4, 0.9), subsets=st.integers(2, 4))
 def test_initial_cuts_are_every_non_neighbouring_boundary_pair_and_hold_at_the_optimum(seed, n, eta, subsets):
     """Property 3.2's initial cut set as published: one pair of rows per output for every pair

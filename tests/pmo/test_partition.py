@@ -41,7 +41,7 @@ def _components(n, edges, members):
     return connected_components(g, directed=False)[1] if len(idx) else np.zeros(0, int)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(labelled_graphs())
 def test_statistics_count_every_record_once(case):
     part, edges = case
@@ -81,7 +81,7 @@ def cliques(draw):
     return build_space(planar(pts), epsilon=1.0, eta=1.0, seed=0), group
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(cliques())
 def test_kmeans_adj_keeps_every_clique_whole(case):
     """With closed neighbourhoods the records of one clique have equal rows, so k-means with

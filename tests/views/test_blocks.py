@@ -13,7 +13,7 @@ from .tensors import brute_ae
 
 
 @given(st.integers(0, 10_000))
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 def test_cut_scores_match_brute_force(seed):
     """Every cut's Min and AE score equals the score computed on the dense sub-array."""
     rng = np.random.default_rng(seed)

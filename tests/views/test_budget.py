@@ -30,7 +30,7 @@ def test_sequential_on_a_path_parallel_across_siblings():
 
 
 @given(st.integers(0, 10_000), st.floats(0.01, 10.0))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 def test_random_trees_never_overspend(seed, total):
     """Random trees and random charges: every accepted charge keeps every path within the total,
     recomputed independently from the ledger of nodes."""

@@ -17,7 +17,7 @@ from .tensors import random_tensor
 
 
 @given(st.integers(0, 10_000), st.floats(0.01, 5.0))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 def test_competitors_never_overspend(seed, eps):
     rng = np.random.default_rng(seed)
     t = random_tensor(rng, tuple(int(s) for s in rng.integers(1, 6, size=3)), float(rng.random()))
@@ -87,7 +87,7 @@ def test_privbayes_never_forks_a_process_that_runs_jax_threads():
 
 
 @given(st.integers(0, 1000), st.floats(0.05, 5.0), st.integers(2, 4))
-@settings(max_examples=3, deadline=None)     # several CPU seconds an example, whatever its size
+@settings(max_examples=3)     # several CPU seconds an example, whatever its size
 def test_mst_spends_exactly_its_epsilon(seed, eps, d):
     """MST's three steps (one-way marginals, d - 1 exponential choices, the tree's two-way
     marginals) never overspend, whatever the rounding of the thirds, and spend it all."""

@@ -192,14 +192,14 @@ def _domain_property(folder: Path, tmp: Path, text: str, cols: list[str]) -> Non
 
 
 @given(domain_files())
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_generated_domain_files(folder, tmp_path, case):
     _domain_property(folder, tmp_path, *case)
 
 
 @pytest.mark.slow
 @given(domain_files())
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_generated_domain_files_many(folder, tmp_path, case):
     _domain_property(folder, tmp_path, *case)
 
@@ -253,13 +253,13 @@ def _args_property(folder: Path, tmp: Path, args: list[str]) -> None:
 
 
 @given(build_args(FAST))
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_generated_build_arguments(folder, tmp_path, args):
     _args_property(folder, tmp_path, args)
 
 
 @pytest.mark.slow
 @given(build_args(ALL))
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_generated_build_arguments_many(folder, tmp_path, args):
     _args_property(folder, tmp_path, args)

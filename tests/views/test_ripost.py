@@ -65,7 +65,7 @@ def _plan_charges(eps, alpha, gamma, beta, series, depth=200):
 
 @given(st.integers(0, 10_000), st.floats(0.01, 5.0), st.floats(0.05, 0.95), st.floats(0.05, 0.95),
        st.floats(0.05, 0.95), st.integers(1, 4), st.integers(0, 3))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_paper_variant_charges_exactly_algorithm_1(seed, eps, alpha, gamma, beta, k, extra):
     """variant='paper' is Algorithm 1: every charge in the accountant's ledger is one of the
     plan's (omega_i of eps_cc / eps_ss of its phase, eps_p on each leaf), the leaves all get
@@ -96,7 +96,7 @@ def test_paper_variant_charges_exactly_algorithm_1(seed, eps, alpha, gamma, beta
 
 
 @given(st.integers(0, 10_000), st.floats(0.01, 5.0), st.floats(0.05, 0.95), st.integers(0, len(SINGLE_DEPARTURES)))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_every_design_spends_at_most_epsilon_and_rest_spends_it_all(seed, eps, alpha, which):
     """The paper's algorithm with any one departure, and the improved variant: the accountant's
     exact largest path sum stays within epsilon, the leaves partition the domain, and with
@@ -136,7 +136,7 @@ def test_phase1_axes_rule(shape):
 
 
 @given(st.integers(0, 10_000), st.integers(1, 3))
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 def test_halving_takes_the_least_halved_axes(seed, m):
     """The axes halved are those with the largest share of their column left, so every column
     is halved in turn whatever its length."""
@@ -155,7 +155,7 @@ def test_halving_takes_the_least_halved_axes(seed, m):
 
 
 @given(st.integers(0, 10_000))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_midpoint_scores_match_the_all_cuts_scores(seed):
     """Phase 2's midpoint candidates are scored exactly as Algorithm 3 scores those cuts."""
     rng = np.random.default_rng(seed)

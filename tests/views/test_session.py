@@ -230,14 +230,14 @@ def _digest_property(df, seed, tmp):
 
 
 @given(frames(), st.integers(0, 1000))
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_table_digest_is_canonical(tmp_path, df, seed):
     _digest_property(df, seed, tmp_path)
 
 
 @pytest.mark.slow
 @given(frames(), st.integers(0, 10**6))
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_table_digest_is_canonical_many(tmp_path, df, seed):
     _digest_property(df, seed, tmp_path)
 

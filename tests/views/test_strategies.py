@@ -48,7 +48,7 @@ def test_hdmm_strategy_has_sensitivity_one_and_beats_identity_on_ranges():
 
 
 @given(st.integers(0, 1000), st.floats(0.05, 5.0))
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10)
 def test_hdmm_and_dawa_spend_exactly_epsilon(seed, eps):
     t = random_tensor(np.random.default_rng(seed), (9, 5, 3))
     for method in ("hdmm", "dawa"):
@@ -97,7 +97,7 @@ def test_dense_methods_refuse_huge_domains_with_a_clear_error():
 
 
 @given(st.integers(0, 1000), st.floats(0.05, 5.0), st.integers(1, 3))
-@settings(max_examples=2, deadline=None)     # about 10 CPU seconds an example, whatever its size
+@settings(max_examples=2)     # about 10 CPU seconds an example, whatever its size
 def test_aim_spends_exactly_its_epsilon(seed, eps, d):
     pytest.importorskip("mbi")
     rng = np.random.default_rng(seed)

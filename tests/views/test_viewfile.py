@@ -262,14 +262,14 @@ def _property(base_files, tmp_path, data):
 
 
 @given(st.data())
-@settings(max_examples=60, derandomize=True, deadline=None)
+@settings(max_examples=60, derandomize=True)
 def test_mutated_view_files_are_refused_or_answer_their_numbers(base_files, tmp_path_factory, data):
     _property(base_files, tmp_path_factory.mktemp("m"), data)
 
 
 @pytest.mark.slow
 @given(st.data())
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=3000)
 def test_mutated_view_files_many(base_files, tmp_path_factory, data):
     _property(base_files, tmp_path_factory.mktemp("m"), data)
 
