@@ -276,6 +276,7 @@ def main() -> None:
         import json
 
         saved = json.loads(Path(a.tables_from).read_text())
+        saved = saved.get("results", saved)   # a results file nests the runs' record under "results"
         runs = [{"design": "this", **r} for r in saved["runs"]]
         table(runs, a, saved["load"], "as recorded", saved["commit"], saved.get("command"))
         return
