@@ -22,7 +22,7 @@ import statistics
 import time
 from dataclasses import fields, replace
 
-from .._common import output_args, write_table
+from .._common import end_with_parent, output_args, write_table
 from .growing import commit
 
 
@@ -59,6 +59,7 @@ def instance(network: str, n: int, box: int):
 
 
 def _child(network: str, n: int, box: int, names, factors, repeats: int, cap: float, gap: float, conn) -> None:
+    end_with_parent()
     from certdp import solve
     from certdp.pmo.outputs.config import OutputsConfig
 
