@@ -21,6 +21,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -102,6 +103,21 @@ def target(name: str, suffix: str, args: argparse.Namespace | None = None) -> Pa
         p = d / f"{name}-{_RUN}{suffix}"
     _WRITTEN.add(p)   # a table saved again later in the same run replaces its own file
     return p
+
+
+def end_with_parent() -> None:
+    """Make the calling process (a benchmark's child, one solve) exit when the benchmark process
+    that started it is gone, killed or not: otherwise an interrupted benchmark leaves its solves
+    running for up to their cap. A daemon thread notices the parent's end as a change of parent
+    process (the child is handed to init), once a second."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
 def _git_commit() -> str:

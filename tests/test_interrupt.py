@@ -159,3 +159,58 @@ def test_a_command_run_in_process_leaves_the_signal_handling_as_it_found_it():
     fd = signal.set_wakeup_fd(-1)
     signal.set_wakeup_fd(fd)
     assert fd == -1
+
+
+_BENCHMARK = """
+import multiprocessing as mp, os, sys, time
+sys.path.insert(0, {root!r})
+from benchmarks._common import end_with_parent
+
+def solve(path, guarded):
+    if guarded:
+        end_with_parent()
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(60)
+
+if __name__ == "__main__":
+    mp.get_context("spawn").Process(target=solve, args=(sys.argv[1], sys.argv[2] == "1")).start()
+    time.sleep(60)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an orphan's end may wait to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_killed_benchmark_leaves_no_solve_running(tmp_path, guarded):
+    """A benchmark's solve runs in a child process (``benchmarks/_common.end_with_parent``): when
+    the benchmark is killed (SIGKILL: no handler of its own runs), the child ends within seconds;
+    the same child without the guard outlives it, which is what the guard is for."""
+    import time
+
+    script, pid_file = tmp_path / "bench.py", tmp_path / "child.pid"
+    script.write_text(_BENCHMARK.format(root=str(ROOT)))
+    parent = subprocess.Popen([sys.executable, str(script), str(pid_file), "1" if guarded else "0"])
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5     # the guard looks once a second
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _running(child) is not guarded
+    finally:
+        parent.kill()
+        if pid_file.exists() and pid_file.read_text() and _running(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -29,7 +29,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .._common import output_args, write_table
+from .._common import end_with_parent, output_args, write_table
 
 PARTS = ("master", "pricing", "upper")
 
@@ -65,6 +65,7 @@ def parse_config(items: list[str]):
 
 def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config, conn,
            src: str | None = None, rounds: int = 500) -> None:
+    end_with_parent()
     import resource
     import sys
 
@@ -276,6 +277,7 @@ def main() -> None:
         import json
 
         saved = json.loads(Path(a.tables_from).read_text())
+        saved = saved.get("results", saved)   # a results file nests the runs' record under "results"
         runs = [{"design": "this", **r} for r in saved["runs"]]
         table(runs, a, saved["load"], "as recorded", saved["commit"], saved.get("command"))
         return

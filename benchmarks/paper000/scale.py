@@ -22,7 +22,7 @@ import numpy as np
 
 from certdp.lp.executors import EXECUTORS
 
-from .._common import output_args, target, write_table
+from .._common import end_with_parent, output_args, target, write_table
 
 
 def _round_line(event) -> None:
@@ -64,6 +64,7 @@ class _TreeMemory:
 
 
 def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, executor: str, conn) -> None:
+    end_with_parent()
     import resource
 
     from certdp import SolverLimitError, solve

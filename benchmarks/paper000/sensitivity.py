@@ -4,7 +4,7 @@ two sizes of the growing-density family, time (CPU seconds) and rounds to a 1% c
 against the defaults in the same process.
 
     python -m benchmarks.paper000.sensitivity [--networks helsinki goldcoast sydney | text-eta]
-        [--sizes 500 1000] [--box 0] [--fields box columns ...] [--repeats 2] [--cap 600] [--jobs 1]
+        [--sizes 500 1000] [--box 0] [--fields box columns ...] [--factors 0.5 2] [--repeats 2] [--cap 600] [--jobs 1]
 
 One process per instance: it builds the instance once and solves it with the defaults
 ``--repeats`` times, at the start, the end and evenly between (their spread is the noise and
@@ -22,13 +22,13 @@ import statistics
 import time
 from dataclasses import fields, replace
 
-from .._common import output_args, write_table
+from .._common import end_with_parent, output_args, write_table
 from .growing import commit
 
 
-def variants(names: list[str] | None):
-    """(field, factor, config) for every chosen field halved and doubled (integers rounded, at
-    least 1)."""
+def variants(names: list[str] | None, factors: tuple[float, ...] = (0.5, 2.0)):
+    """(field, factor, config) for every chosen field times each of ``factors`` (integers
+    rounded, at least 1)."""
     from certdp.pmo.outputs.config import OutputsConfig
 
     base = OutputsConfig()
@@ -37,7 +37,7 @@ def variants(names: list[str] | None):
         if names and f.name not in names:
             continue
         v = getattr(base, f.name)
-        for factor in (0.5, 2.0):
+        for factor in factors:
             new = max(1, round(v * factor)) if f.type == "int" else v * factor
             try:
                 out.append((f.name, factor, replace(base, **{f.name: new})))
@@ -58,12 +58,13 @@ def instance(network: str, n: int, box: int):
     return growing(network, n, box)
 
 
-def _child(network: str, n: int, box: int, names, repeats: int, cap: float, gap: float, conn) -> None:
+def _child(network: str, n: int, box: int, names, factors, repeats: int, cap: float, gap: float, conn) -> None:
+    end_with_parent()
     from certdp import solve
     from certdp.pmo.outputs.config import OutputsConfig
 
     space = instance(network, n, box)
-    changed = variants(names)
+    changed = variants(names, factors)
     runs: list = []
     for r in range(repeats):   # the defaults spread over the sequence: their range includes the drift of the load
         runs.append(("defaults", 1.0, OutputsConfig()))
@@ -82,7 +83,8 @@ def _child(network: str, n: int, box: int, names, repeats: int, cap: float, gap:
     conn.send(None)
 
 
-def run_instances(keys: list[tuple[str, int]], box: int, names, repeats: int, cap: float, gap: float, jobs: int):
+def run_instances(keys: list[tuple[str, int]], box: int, names, factors, repeats: int, cap: float, gap: float,
+                  jobs: int):
     """Yield each run's record as it ends, ``jobs`` instances at a time (one process each)."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
@@ -93,7 +95,7 @@ def run_instances(keys: list[tuple[str, int]], box: int, names, repeats: int, ca
         while todo and len(live) < jobs:
             network, n = todo.pop(0)
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(network, n, box, names, repeats, cap, gap, send))
+            proc = ctx.Process(target=_child, args=(network, n, box, names, factors, repeats, cap, gap, send))
             proc.start()
             send.close()   # the child holds the only writing end: its death reads as the end of the pipe
             live[recv] = (proc, network, n)
@@ -124,7 +126,7 @@ def table(raw: list[dict], a, load, started: str) -> None:
                                  if k in base else "-" for k in keys] + ["-"]]
     names = [f.name for f in fields(__import__("certdp.pmo.outputs.config", fromlist=["OutputsConfig"]).OutputsConfig)]
     for name in names:
-        for factor in (0.5, 2.0):
+        for factor in a.factors:
             cells, worst = [], 0.0
             for key in keys:
                 r = next((r for r in raw if (r["network"], r["n"]) == key and r["field"] == name
@@ -163,6 +165,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000])
     ap.add_argument("--box", type=int, default=0)
     ap.add_argument("--fields", nargs="*", default=None, help="only these OutputsConfig fields")
+    ap.add_argument("--factors", type=float, nargs="+", default=[0.5, 2.0],
+                    help="each chosen field is multiplied by each of these (default: halved and doubled)")
     ap.add_argument("--repeats", type=int, default=3, help="runs with the defaults per instance (at least 2)")
     ap.add_argument("--cap", type=float, default=600.0)
     ap.add_argument("--gap", type=float, default=0.01)
@@ -173,7 +177,7 @@ def main() -> None:
     load = [os.getloadavg()]
     raw: list[dict] = []
     keys = [(network, n) for n in a.sizes for network in a.networks]
-    for r in run_instances(keys, a.box, a.fields, a.repeats, a.cap, a.gap, a.jobs):
+    for r in run_instances(keys, a.box, a.fields, tuple(a.factors), a.repeats, a.cap, a.gap, a.jobs):
         raw.append(r)
         print(r, flush=True)
         table(raw, a, load + [os.getloadavg()], started)

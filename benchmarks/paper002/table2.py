@@ -22,7 +22,7 @@ from certdp.experiments.compare import match_tight
 from certdp.experiments.instances import uai, words_file
 from certdp.measures import quantile_loss
 
-from .._common import output_args, write_table
+from .._common import end_with_parent, output_args, write_table
 
 SOLVER = None   # each method's default; --solver overrides
 PAPER_LAMBDAS = [0.001, 0.1, 1.0]
@@ -40,6 +40,7 @@ PAPER_NNZ = {("constopt-r10", 50): 3.23e4, ("constopt-r10", 150): 1.47e5, ("cons
 
 
 def _cell(q, kind: str, n: int, spec: dict, solver: str | None, tight: float) -> None:
+    end_with_parent()
     try:
         spec = dict(spec)
         method = spec.pop("method")

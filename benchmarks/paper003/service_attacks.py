@@ -24,7 +24,7 @@ from certdp.lrgeo.messages import ObfuscationRequest, ProtocolError, TableReques
 from certdp.lrgeo.service import Limits, RoundScheduler, TooMany
 from certdp.lrgeo.user import LRGeoParams, LRGeoUser
 
-from .._common import output_args, write_table
+from .._common import end_with_parent, output_args, write_table
 
 
 def _flood(body: dict, n: int, d: float) -> dict:
@@ -50,6 +50,7 @@ ATTACKS = {
 
 
 def run(grid: str, name: str, queue) -> None:
+    end_with_parent()
     rows, cols = (int(v) for v in grid.split("x"))
     world = grid_city(rows, cols)
     P = LRGeoParams.scaled(world.cell, eps_cell=1.0)
