@@ -124,7 +124,8 @@ class _BlockClock:
     """Every block solve of the Benders engine (its own models and the repair's): the block, the
     process CPU seconds, the simplex iterations and the HiGHS runs of each call, in call order.
     A call is one run of the block's live model when that run ends optimal with duals; each
-    further run is a fresh model the engine built after it (``BlockSolver._attempts``). Each
+    further run is the live model's second run or a fresh model the engine built after it
+    (``BlockSolver._attempts``). Each
     run is noted as its status, CPU seconds and iterations. The engine keeps only the sums per
     round; the cost of one block solve against the block's size is what separates a large block
     from many rounds."""
@@ -349,12 +350,14 @@ def _block_note(r: dict) -> str:
     traj = ", ".join(f"{k}: {hist[k - 1][1]:.2g}" for k in marks)
     # a call whose live model ends optimal with duals returns at once; an infeasible one gives a
     # feasibility cut; any other end of the live model (a numerical failure) sends the engine to
-    # fresh models, solved from scratch with presolve
+    # a second run of the live model from its basis set again, then to fresh models, solved from
+    # scratch with presolve
     runs = [c[3] for c in calls if len(c) > 3 and c[3]]
     failed = [r for r in runs if not r[0][0].startswith(("optimal", "infeasible")) or r[0][0] == "optimal (no duals)"]
     refits = (f"; live model failed numerically in {len(failed)} of {len(calls)} calls "
               f"({', '.join(sorted({r[0][0] for r in failed})) or '-'}): {sum(r[0][1] for r in failed):.1f} CPU s in those "
-              f"runs and {sum(x[1] for r in failed for x in r[1:]):.1f} in the fresh models after them, of "
+              f"runs and {sum(x[1] for r in failed for x in r[1:]):.1f} in the runs after them (the live model's "
+              f"second run ended optimal in {sum(len(r) > 1 and r[1][0] == 'optimal' for r in failed)}), of "
               f"{sum(c[1] for c in calls):.1f} in all block calls")
     return (f"{r['instance']}, {r['users']} users, seed {r['seed']}: blocks (LR set / LP rows / columns per user) "
             f"{blocks}; first solve at the core point CPU s {', '.join(f'{c[1]:.2f}' for c in first)}; later block "

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certdp import Status
-from certdp.lp.benders import BlockSpec, MasterSpec, benders
+from certdp.lp.benders import BlockSolver, BlockSpec, MasterSpec, benders
 from certdp.lp.executors import EXECUTORS, make_runner
 from certdp.lp.highs import INF, solve_lp
 
@@ -26,6 +26,7 @@ class Ladder:
     master: MasterSpec
     blocks: list[BlockSpec]
     optimum: float
+    inner: np.ndarray    # the point (y*) the LP was built around: every block is feasible there
 
     def rows_hold(self, y: np.ndarray, xs: list[np.ndarray], tol: float = 1e-6) -> bool:
         """Whether ``(y, xs)`` satisfies every row and box of the LP."""
@@ -94,7 +95,7 @@ def ladders(draw) -> Ladder:
         lo, up = rows_around(W, W @ x_star + T @ y_star[coupling])
         blocks.append(BlockSpec(c=rng.uniform(-1.0, 1.0, nx), W=sp.csr_matrix(W), lo=lo, up=up, T=sp.csr_matrix(T),
                                 coupling=coupling, x_lo=np.zeros(nx), x_up=np.ones(nx)))
-    return Ladder(master, blocks, whole(master, blocks))
+    return Ladder(master, blocks, whole(master, blocks), y_star)
 
 
 def _check_run(lad: Ladder, out, gap: float) -> None:
@@ -120,6 +121,42 @@ def test_benders_reaches_the_optimum_that_highs_gives_directly(lad):
     assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)
 
 
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(ladders(), st.sampled_from([0.2, 0.5, 1.0]), st.floats(0.0, 1.0))
+def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull):
+    """Stabilised at a core where every block is feasible, and solving the blocks also at a
+    repaired point (here the master's point pulled towards the core, feasible or not), the run
+    reaches the LP's optimum with ordered bounds, and its upper bound is a point of the LP."""
+    core = lad.inner
+
+    def repair(y: np.ndarray) -> np.ndarray:
+        return (1.0 - pull) * y + pull * core
+
+    out = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500, core=core, in_out=in_out, repair=repair)
+    assert out.status is Status.OPTIMAL
+    _check_run(lad, out, 1e-7)
+    assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
+@given(ladders())
+def test_a_block_started_from_another_models_basis_resumes_where_it_ended(lad):
+    """A block solver's basis (status codes) given to a new model of the same block as its
+    starting basis: solved at the same point, the new model needs no simplex iteration and finds
+    the same value."""
+    y = lad.inner
+    for i, spec in enumerate(lad.blocks):
+        first = BlockSolver(i, spec)
+        r1 = first.solve(y[spec.coupling], 0.0)
+        assert r1.feasible
+        basis = first.basis()
+        assert basis is not None
+        again = BlockSolver(i, BlockSpec(**{**spec.__dict__, "basis": basis}))
+        r2 = again.solve(y[spec.coupling], 0.0)
+        assert r2.feasible and r2.iterations == 0
+        assert r2.value == pytest.approx(r1.value, rel=1e-9, abs=1e-9)
+
+
 def _forced_feasibility_cut() -> Ladder:
     """min -y + x over y in [0, 1], x in [0, 0.2], with the block row y - x <= 0.5, so y <= 0.7
     (optimum -0.5). The master's first point is y = 1, where the block is infeasible: only a
@@ -128,7 +165,7 @@ def _forced_feasibility_cut() -> Ladder:
                         y_lo=np.zeros(1), y_up=np.ones(1))
     block = BlockSpec(c=np.array([1.0]), W=sp.csr_matrix([[-1.0]]), lo=np.array([-INF]), up=np.array([0.5]),
                       T=sp.csr_matrix([[1.0]]), coupling=np.array([0]), x_lo=np.zeros(1), x_up=np.array([0.2]))
-    return Ladder(master, [block], whole(master, [block]))
+    return Ladder(master, [block], whole(master, [block]), np.array([0.5]))
 
 
 def test_an_infeasible_block_teaches_the_master_a_feasibility_cut():

@@ -350,6 +350,18 @@ class HighsLP:
         b.valid = True
         return self.set_basis(b)
 
+    def basis_status(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The current basis as the status codes :meth:`set_basis_status` takes (one per column,
+        one per row), or None if there is none."""
+        b = self.get_basis()
+        if b is None:
+            return None
+        col = np.fromiter((int(v) for v in b.col_status), dtype=np.int8, count=self.n_col)
+        row = np.fromiter((int(v) for v in b.row_status), dtype=np.int8, count=self.n_row)
+        if (col > 2).any() or (row > 2).any():    # a free nonbasic (zero) status: none in a bounded LP
+            return None
+        return col, row
+
     # --------------------------------------------------------------- solve
     def set_time_limit(self, seconds: float | None) -> None:
         """Limit each following solve to ``seconds`` of wall-clock time (None: no limit)."""

@@ -304,17 +304,22 @@ def solve_benders(master: MasterSpec, ublocks: list[UserBlock], P: LRGeoParams, 
     core = core_point(ublocks, P, H)
     t0 = time.perf_counter()
     runner = SerialRunner(specs)
+    fixer = None
     try:
         first = runner.solve_all(core, np.zeros(len(specs)), time_limit)
         start = None
         if all(r.feasible for r in first):
             start = (float(master.c @ core) + sum(r.value for r in first), core, [r.x for r in first])
+        # the repair point's models start from the bases the blocks reached at the core point
+        fixer = SerialRunner([dataclasses.replace(b, basis=s.basis() or b.basis) for b, s in zip(specs, runner.solvers)])
         left = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t0))
         return benders(master, specs, gap=gap, max_iterations=max_iterations, time_limit=left, runner=runner,
                        progress=progress, start=start, core=None if start is None else core, crossing=UB_CROSSING,
-                       repair=floor_repair(ublocks, H))
+                       repair=floor_repair(ublocks, H), repair_runner=fixer)
     finally:
         runner.close()
+        if fixer is not None:
+            fixer.close()
 
 
 METHODS = ("benders", "lp")
