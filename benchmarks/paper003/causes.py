@@ -123,7 +123,7 @@ def paper_stop(info, gap_km: float) -> tuple[int, float]:
 
 def clr_size(rnd: LRGeoRound) -> tuple[int, int]:
     """Rows and non-zeros of the CLR-Geo LP the server solved (its master row and every block)."""
-    master, blocks, _ = rnd.server.build()
+    master, blocks, _, _ = rnd.server.build()
     rows = master.A.shape[0] + sum(b.spec.W.shape[0] for b in blocks)
     nnz = master.A.nnz + sum(b.spec.W.nnz + b.spec.T.nnz for b in blocks)
     return int(rows), int(nnz)
