@@ -76,6 +76,10 @@ class OutputsConfig:
         columns: the stabilised master keeps at most this x N columns (columns idle at its
             weights for two rounds running are deleted above it).
         upper_every: an upper step (the free master and its repairs) every this many rounds.
+            10: against 5, 4-15% fewer CPU seconds on the road networks at 500 records, 12% and
+            29% fewer on the city and Gold Coast at 2,000 (``results/sensitivity_2000.md``), and
+            within the defaults' spread on word vectors, grid and Gaussian data at 500
+            (``results/sensitivity_text_upper.md``, ``results/sensitivity_kinds_upper.md``).
         elastic_width: the elastic free master's slack costs ``lambda +- width``, width this x
             the stabilisation box's half-width.
         fill_when: the free master's cover *leans on* its all-ones columns when they cover the
@@ -97,7 +101,7 @@ class OutputsConfig:
     gap_share: float = 0.1
     box: float = 0.07
     columns: float = 1.75
-    upper_every: int = 5
+    upper_every: int = 10
     elastic_width: float = 1000.0
     fill_when: float = 0.5
     fill_after: int = 3
