@@ -333,6 +333,11 @@ def main() -> None:
     _write(runs, args)
 
 
+def _blocks_text(r: dict) -> str:
+    """A run's blocks as LR set / LP rows / columns per user ('' before the blocks were built)."""
+    return ", ".join(f"{n}/{w[0]}/{w[1]}" for n, w in zip(r.get("lr_sizes", []), r.get("block_sizes", [])))
+
+
 def _block_note(r: dict) -> str:
     """One run's blocks (per user: LR set, LP rows, columns), the CPU seconds and simplex
     iterations of one block solve (median and worst over every call of the engine; the first
@@ -341,7 +346,7 @@ def _block_note(r: dict) -> str:
     nb = len(r["block_sizes"])
     first, rest = calls[:nb], calls[nb:]
     per = {i: [c for c in rest if c[0] == i] for i in range(nb)}
-    blocks = ", ".join(f"{n}/{w[0]}/{w[1]}" for n, w in zip(r["lr_sizes"], r["block_sizes"]))
+    blocks = _blocks_text(r)
     cpu_rows = ", ".join(f"{statistics.median([c[1] for c in per[i]] or [0]):.3f}" for i in range(nb))
     hist = r.get("history", [])
     marks = [k for k in (1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300) if k <= len(hist)]
@@ -370,7 +375,7 @@ def _block_note(r: dict) -> str:
 def _stopped_note(r: dict) -> str:
     """A stopped run's blocks and gap trajectory (from its stderr)."""
     hist = r["history"]
-    blocks = ", ".join(f"{n}/{w[0]}/{w[1]}" for n, w in zip(r.get("lr_sizes", []), r.get("block_sizes", [])))
+    blocks = _blocks_text(r)
     step = max(1, len(hist) // 12)
     traj = ", ".join(f"{h[0]}: {h[1]:.2g}" for h in hist[::step] + ([hist[-1]] if (len(hist) - 1) % step else []))
     return (f"{r['instance']}, {r['users']} users, seed {r['seed']} ({r['error'].split(' (')[0]}): blocks (LR set / LP "

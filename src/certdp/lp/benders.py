@@ -176,9 +176,7 @@ class BlockSolver:
         self.model.set_row_bounds(self.rows, *self._bounds(y_coupled))
         self.model.set_time_limit(_left(deadline))
         yield self.model, self.model.solve()
-        basis = self.model.get_basis()
-        if basis is not None:
-            self.model.set_basis(basis)
+        self._adopt_basis(self.model)
         self.model.set_time_limit(_left(deadline))
         yield self.model, self.model.solve()
         clean = np.where(np.abs(y_coupled) < 1e-12, 0.0, y_coupled)
@@ -212,9 +210,10 @@ class BlockSolver:
         return BlockResult(self.index, "failed", math.inf, None, None, time.perf_counter() - t0, iters)
 
     def _adopt_basis(self, model: HighsLP) -> None:
-        """Start the live model's next solve from the optimal basis of a fresh ``model`` (the
-        same LP): left where HiGHS failed, the live model would start from the failed run's
-        basis and fail again, and each fresh model starts cold."""
+        """Start the live model's next solve from ``model``'s current basis (the same LP): a
+        fresh model's optimal one (left where HiGHS failed, the live model would start from the
+        failed run's basis and fail again, and each fresh model starts cold), or the live
+        model's own, set again so that HiGHS refactorises it and drops its simplex state."""
         basis = model.get_basis()
         if basis is not None:
             self.model.set_basis(basis)
