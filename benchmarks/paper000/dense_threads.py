@@ -23,6 +23,12 @@ Each is run ``--reps`` times beside each number of ``--busy`` processes that spi
 each (0: nothing else of this benchmark runs; the machine is shared, so its load is recorded).
 Wall and CPU seconds (the solving process's), and the interior-point iterations, which are the
 same for every way (the same LP).
+
+A second table solves the same master, the engine's way, to the round's tolerance and to 1e-8
+(an exact master's), with and without the method's two economies: Gondzio's centrality
+correctors (``lp.dense._CORRECTORS`` set to 0 without them) and the normal equations solved
+to a share of the stopping tolerance (``lp.dense._RESIDUAL_SHARE`` 0: to 1e-10 relative every
+time): iterations, single-precision factors and CPU seconds.
 """
 
 from __future__ import annotations
@@ -105,6 +111,33 @@ def timed(way: str, store, slots, rows, g, costs, tol) -> dict:
 
 
 WAYS = ("store, OpenBLAS threads", "array, OpenBLAS threads", "array, one thread", "array, halves on 2 threads")
+ECONOMIES = {"both (the engine)": (3, 0.1), "no correctors": (0, 0.1), "refined to 1e-10": (3, 0.0),
+             "neither": (0, 0.0)}
+
+
+def economies(network: str, store, slots, rows, g, costs, round_tol: float, reps: int) -> list[list]:
+    """The master solved with and without the centrality correctors and the loose solves."""
+    from certdp.lp import dense
+
+    whole = rows.size == store.m
+    R = store.gather(slots, None if whole else rows)
+    saved = dense._CORRECTORS, dense._RESIDUAL_SHARE
+    out = []
+    try:
+        for tol in (round_tol, 1e-8):
+            for name, (correctors, share) in ECONOMIES.items():
+                dense._CORRECTORS, dense._RESIDUAL_SHARE = correctors, share
+                cpus = []
+                for _ in range(reps):
+                    c0 = time.process_time()
+                    r = dense.solve_dense_lp(R, g, np.ones(rows.size), costs, tol=tol, threads=1)
+                    cpus.append(time.process_time() - c0)
+                out.append([network, f"{tol:.0e}", name, r.iterations, r.single_factors, statistics.median(cpus),
+                            r.primal_objective])
+                print(out[-1], flush=True)
+    finally:
+        dense._CORRECTORS, dense._RESIDUAL_SHARE = saved
+    return out
 
 
 def main() -> None:
@@ -115,10 +148,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--busy", type=int, nargs="+", default=[0, 1, 2], help="spinning processes beside the solves")
     a = output_args(ap).parse_args()
-    rows, raw = [], []
+    rows, raw, econ = [], [], []
     load0 = os.getloadavg()
     for network in a.networks:
         store, slots, part_rows, g, costs, tol = master_part(network, a.n, a.rounds)
+        econ += economies(network, store, slots, part_rows, g, costs, tol, a.reps)
         for busy in a.busy:
             hogs = [mp.get_context("spawn").Process(target=_spin, daemon=True) for _ in range(busy)]
             for hog in hogs:
@@ -151,6 +185,11 @@ def main() -> None:
                        f"at the end {load1[0]:.2f}, {load1[1]:.2f}, {load1[2]:.2f} (the machine is shared: "
                        "the spinning processes are this benchmark's own, at its priority)"],
                 raw=raw, args=a)
+    write_table("dense_economies", "Dense IPM on a stabilised master: centrality correctors and loose solves",
+                ["network", "tolerance", "economies", "IPM iterations", "single-precision factors", "median CPU s",
+                 "objective"], econ,
+                notes=[f"the same masters as dense_threads.md (round {a.rounds}, N = {a.n}, box 0, largest part); "
+                       f"one BLAS thread; {a.reps} solves each"], raw=econ, args=a)
 
 
 if __name__ == "__main__":
