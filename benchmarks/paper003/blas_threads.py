@@ -31,7 +31,8 @@ def _thread_cpu() -> dict[str, float]:
     out = {}
     for t in os.listdir("/proc/self/task"):
         try:
-            fields = open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{t}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:    # the thread ended meanwhile
             continue
         out[t] = (int(fields[11]) + int(fields[12])) / tick
@@ -39,20 +40,18 @@ def _thread_cpu() -> dict[str, float]:
 
 
 def _run(server, engine: bool) -> dict:
+    from unittest import mock
+
     from certdp.lp import benders
 
-    kept = benders.single_threaded_blas
-    if not engine:
-        benders.single_threaded_blas = contextlib.nullcontext   # type: ignore[assignment]
-    try:
-        main = str(os.getpid())
+    swap = contextlib.nullcontext() if engine else mock.patch.object(benders, "single_threaded_blas", contextlib.nullcontext)
+    main = str(os.getpid())
+    with swap:
         before = _thread_cpu()
         c0, t0 = time.process_time(), time.perf_counter()
         _, info = server.solve(gap=1e-4, max_iterations=300, fallback=False)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
         after = _thread_cpu()
-    finally:
-        benders.single_threaded_blas = kept   # type: ignore[assignment]
     others = sum(v - before.get(t, 0.0) for t, v in after.items() if t != main)
     return {"cpu": cpu, "others": others, "main": cpu - others, "wall": wall, "rounds": info.iterations,
             "gap": info.gap, "status": str(info.status)}

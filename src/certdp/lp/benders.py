@@ -34,8 +34,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress, bounds_line, report
-from .dense import single_threaded_blas
 from .bounds import drop_small_coefficients, lagrangian_affine, lagrangian_bound
+from .dense import single_threaded_blas
 from .highs import INF, HighsLP
 from .outcome import SolverLimitError, Status, relative_gap
 
@@ -504,7 +504,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
     every round (on their own models, ``repair_runner``, each hot-started from its own sequence
-    of points), their cuts join the master's and their value, if all feasible, is an upper bound.
+    of points, on a second thread while the runner solves the others), their cuts join the
+    master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
+    thread (:func:`certdp.lp.dense.single_threaded_blas`).
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
@@ -539,8 +541,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     def left() -> float | None:
         return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
 
-    # the repair's blocks are solved on a second thread while the runner solves the others
-    # (separate HiGHS models; HiGHS releases the GIL while it solves)
+    # the repair's blocks are separate HiGHS models, and HiGHS releases the GIL while it solves
     beside = ThreadPoolExecutor(1) if fixer is not None else None
     with single_threaded_blas():
         try:
