@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg as sl
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,22 @@ class DenseLPResult:
 
 
 _THREADED_FLOPS = 1e9    # rank-k product size above which BLAS runs on every core
+
+_CONTROLLER: ThreadpoolController | None = None
+
+
+def single_threaded_blas() -> AbstractContextManager[Any]:
+    """A context in which BLAS runs on one thread, for solver loops whose own numpy work is
+    small (vector products, sparse products beside HiGHS solves). A multithreaded BLAS call
+    wakes OpenBLAS's worker threads, which then spin for their timeout (about 0.1 s) before
+    they sleep: a dot product of 37,000 entries once per Benders block solve kept a second core
+    busy for 40% of LR-Geo's CPU time on Sydney at paper 003's settings
+    (benchmarks/paper003/results/scale.md). The limit is process-wide (OpenBLAS has no other):
+    enter it from the thread that runs the loop, not from worker threads."""
+    global _CONTROLLER
+    if _CONTROLLER is None:   # inspecting the loaded libraries costs milliseconds: once
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
 
 
 class ColumnStore:
