@@ -9,7 +9,7 @@ included: it ends with the solve), the CPU seconds of every other thread (OpenBL
 HiGHS's scheduler), wall seconds, rounds and gap. Settings: paper 003's, a 40 x 40 grid over
 the boxes of :mod:`benchmarks.paper003.scale`.
 
-    python -m benchmarks.paper003.blas_threads [--only sydney-west] [--users 4] [--reps 2]
+    python -m benchmarks.paper003.blas_threads [--only sydney-west] [--users 4] [--reps 2] [--name NAME]
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, nargs="+", default=[4])
     ap.add_argument("--reps", type=int, default=2, help="runs of each side per box, alternately")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="blas_threads", help="the results file's name")
     args = ap.parse_args()
     if args.reps < 1:
         ap.error("--reps must be at least 1")
@@ -101,7 +102,7 @@ def main() -> None:
                 rows.append([box, users, side, len(rs), med["cpu"], max(r["cpu"] for r in rs), med["main"],
                              med["others"], med["wall"], rs[0]["rounds"], max(r["gap"] for r in rs),
                              med["cpu"] / base])
-    write_table("blas_threads", "LR-Geo's Benders rounds: BLAS on one thread against every core (paper 003's settings)",
+    write_table(args.name, "LR-Geo's Benders rounds: BLAS on one thread against every core (paper 003's settings)",
                 ["box", "users", "BLAS in the rounds", "runs", "CPU s (median)", "CPU s (worst)", "solving thread CPU s",
                  "other threads CPU s", "wall s", "rounds", "worst gap", "CPU / baseline"], rows,
                 notes=[f"seed {args.seed}; {args.reps} runs of each side per box, alternately, in one process",
