@@ -516,6 +516,28 @@ def test_when_the_repair_gives_up_the_exact_free_master_stands_in(case, monkeypa
     assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
 
 
+def test_a_failed_repair_is_retried_at_the_next_step_then_backs_off():
+    """Upper steps are ``upper_every`` rounds apart: a first failure is retried at the next
+    step; the failures of a row then skip 1, 2, 4 steps; a success is followed by a try at the
+    next step, and a failure after it is retried at once again."""
+    from certdp.pmo.outputs.incumbent import Backoff
+
+    def pattern(outcomes: str, chances: int) -> str:
+        """T where a chance is tried, . where it is skipped; tries fail or succeed in turn as
+        ``outcomes`` says (F / S)."""
+        b, seen, tries = Backoff(), "", iter(outcomes)
+        for _ in range(chances):
+            if b.ready():
+                seen += "T"
+                b.failed() if next(tries) == "F" else b.succeeded()
+            else:
+                seen += "."
+        return seen
+
+    assert pattern("F" * 5, 12) == "TT.T..T....T"
+    assert pattern("FFSFF", 6) == "TT.TTT"
+
+
 # ------------------------------------------------------------------ on Dask
 def _dask_case():
     return build_space(grid(8, 8, 1.0), epsilon=1.0, eta=1.5, n_outputs=24, cost="travel", seed=3)

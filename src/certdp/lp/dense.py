@@ -18,14 +18,16 @@ not a vertex. Callers that need exact feasibility must repair it (the PMO caller
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.linalg as sl
-from threadpoolctl import ThreadpoolController, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,10 @@ class DenseLPResult:
     single_factors: int = 0
 
 
-_THREADED_FLOPS = 1e9    # rank-k product size above which BLAS runs on every core
+#: Rank-k product size (m^2 n) from which the normal equations are formed in single precision
+#: and in two halves side by side (:meth:`DenseColumns.gram`): below it a product takes under
+#: ~20 ms and neither pays for its overhead.
+_LARGE_FLOPS = 1e9
 
 _CONTROLLER: ThreadpoolController | None = None
 
@@ -206,21 +211,45 @@ class DenseColumns:
         """The largest absolute entry (max and min rather than abs: no m x n temporary)."""
         return max((max(float(B.max()), -float(B.min())) for _, B in self.blocks() if B.size), default=0.0)
 
-    def gram(self, w: np.ndarray, single: bool) -> np.ndarray:
-        """The upper triangle of ``R diag(w)^2 R'`` (float32 when ``single``), one BLAS syrk per
-        block of columns."""
+    def gram(self, w: np.ndarray, single: bool, pool: ThreadPoolExecutor | None = None) -> np.ndarray:
+        """The upper triangle of ``R diag(w)^2 R'`` (float32 when ``single``), block of columns
+        by block of columns: one BLAS syrk per block, or with a ``pool``, three independent
+        products per block on the two halves of the rows (the two diagonal blocks, a quarter
+        of the flops together, on one of the pool's threads, and the block above them, another
+        quarter, on another; numpy's products, which release the interpreter's lock): the
+        matrix is the same whatever the number of threads."""
         m, n = self.shape
         dtype = np.float32 if single else np.float64
-        syrk = sl.blas.ssyrk if single else sl.blas.dsyrk
-        M: np.ndarray | None = None
+        h = m // 2 if pool is not None and m >= 2 else 0
+        if not h:
+            syrk = sl.blas.ssyrk if single else sl.blas.dsyrk
+            M: np.ndarray | None = None
+            for start, B in self.blocks():
+                S = B.astype(dtype, copy=self.store is None or single)   # keeps B's order
+                np.multiply(S, w[start:start + B.shape[1]].astype(dtype)[None, :], out=S)
+                more = {} if M is None else {"beta": 1.0, "c": M, "overwrite_c": True}
+                # S S' from S or from its transpose, whichever is Fortran-ordered
+                M = syrk(1.0, S, trans=0, lower=0, **more) if S.flags.f_contiguous else \
+                    syrk(1.0, S.T, trans=1, lower=0, **more)
+            return np.zeros((m, m), dtype=dtype, order="F") if M is None else M
+        M = np.zeros((m, m), dtype=dtype, order="F")
+        top_left, bottom_right, top_right = M[:h, :h], M[h:, h:], M[:h, h:]
+
+        def diagonal(top: np.ndarray, bottom: np.ndarray) -> None:
+            top_left[...] += top @ top.T          # numpy takes syrk for a product with its own transpose
+            bottom_right[...] += bottom @ bottom.T
+
+        def off(top: np.ndarray, bottom: np.ndarray) -> None:
+            top_right[...] += top @ bottom.T
+
+        assert pool is not None   # h > 0 only with a pool
         for start, B in self.blocks():
-            S = B.astype(dtype, copy=self.store is None or single)   # keeps B's order
-            np.multiply(S, w[start:start + B.shape[1]].astype(dtype)[None, :], out=S)
-            more = {} if M is None else {"beta": 1.0, "c": M, "overwrite_c": True}
-            # S S' from S or from its transpose, whichever is Fortran-ordered
-            M = syrk(1.0, S, trans=0, lower=0, **more) if S.flags.f_contiguous else \
-                syrk(1.0, S.T, trans=1, lower=0, **more)
-        return np.zeros((m, m), dtype=dtype, order="F") if M is None else M
+            W = w[start:start + B.shape[1]].astype(dtype)[None, :]
+            top = np.multiply(B[:h], W, dtype=dtype, order="F")
+            bottom = np.multiply(B[h:], W, dtype=dtype, order="F")
+            for job in (pool.submit(diagonal, top, bottom), pool.submit(off, top, bottom)):
+                job.result()
+        return M
 
 
 class _NormalEquations:
@@ -233,16 +262,19 @@ class _NormalEquations:
     solve is refined to double precision by conjugate gradients on the exact (double) operator
     ``v -> A (d * A'v)``, the single factor as preconditioner: while the factor's error is
     small against 1 (condition of M below ~1e6), a few iterations reach a residual of
-    ``SOLVE_TOL`` relative to the right-hand side. When they do not, or the
-    single factor fails, this and every later iteration of the solve fall back to a double
-    factor (the last iterations of an exact solve, where x / s spans many orders of magnitude).
+    ``SOLVE_TOL`` relative to the right-hand side, or the absolute one the caller allows. When
+    they do not, or the single factor fails, this and every later iteration of the solve fall
+    back to a double factor (the last iterations of an exact solve, where x / s spans many
+    orders of magnitude). Each product with the operator reads R twice; on the masters those
+    reads were 40% of a loose solve's time when every solve was refined to ``SOLVE_TOL``.
     """
 
     SOLVE_TOL = 1e-10
     MAX_CG = 12
 
-    def __init__(self, R: DenseColumns, box: bool, A_mul, At_mul, mixed: bool) -> None:
-        self.R, self.box, self.A_mul, self.At_mul = R, box, A_mul, At_mul
+    def __init__(self, R: DenseColumns, box: bool, A_mul, At_mul, mixed: bool,
+                 pool: ThreadPoolExecutor | None = None) -> None:
+        self.R, self.box, self.A_mul, self.At_mul, self.pool = R, box, A_mul, At_mul, pool
         self.m, self.n = R.shape
         # single precision holds R's entries (and their squares' sums) only if they are moderate
         self.mixed = mixed and self.n > 0 and self.m > 0 and R.largest() <= 1e15
@@ -283,7 +315,7 @@ class _NormalEquations:
         # factor is only a preconditioner, and rounding is already ~1e-7 of the diagonal. The
         # product is formed again for a stronger regularisation (rare) rather than kept twice.
         for reg in ((1e-6, 1e-4) if single else (1e-13, 1e-10, 1e-7)):
-            M = self.R.gram(w, single)
+            M = self.R.gram(w, single, self.pool)
             M[np.diag_indices(m)] += diag.astype(M.dtype)
             scale = max(1.0, float(np.trace(M)) / m)
             M[np.diag_indices(m)] += reg * scale
@@ -300,17 +332,20 @@ class _NormalEquations:
         z = sl.cho_solve(self.F, (r / norm).astype(np.float32), check_finite=False)
         return z.astype(np.float64) * (norm / self.sigma)
 
-    def solve(self, r: np.ndarray) -> np.ndarray:
-        """``M^-1 r``, in double precision."""
+    def solve(self, r: np.ndarray, atol: float = 0.0) -> np.ndarray:
+        """``M^-1 r`` in double precision: to a residual of ``SOLVE_TOL`` relative to ``r``, or
+        of ``atol``, whichever is larger, when the factor is single."""
         if not self.single:
             return sl.cho_solve(self.F, r, check_finite=False)
 
         def op(v: np.ndarray) -> np.ndarray:
             return self.A_mul(self.d * self.At_mul(v))
 
-        target = self.SOLVE_TOL * float(np.linalg.norm(r))
-        x = np.zeros_like(r)
-        res = r.copy()
+        target = max(self.SOLVE_TOL * float(np.linalg.norm(r)), atol)
+        x = self._precondition(r)    # the single factor's answer, checked on the exact operator
+        res = r - op(x)
+        if float(np.linalg.norm(res)) <= target:
+            return x
         z = self._precondition(res)
         p, rz = z.copy(), float(res @ z)
         for _ in range(self.MAX_CG):
@@ -337,33 +372,76 @@ class _NormalEquations:
 
 def solve_dense_lp(R: np.ndarray | DenseColumns, g: np.ndarray, rhs: np.ndarray,
                    slack_costs: tuple[np.ndarray, np.ndarray] | None = None, *,
-                   tol: float = 1e-8, max_iter: int = 200, blas_threads: int | None = None,
+                   tol: float = 1e-8, max_iter: int = 200, threads: int | None = None,
                    mixed: bool | None = None) -> DenseLPResult:
     """Solve the LP above (``slack_costs = (cp, cm)`` adds the slack pair); ``R`` an array or
-    :class:`DenseColumns` (columns read from a :class:`ColumnStore`).
+    :class:`DenseColumns` (columns read from a :class:`ColumnStore`; an array is faster: an
+    iteration reads R 5-30 times, each read of a :class:`DenseColumns` gathers its columns).
 
-    ``blas_threads`` caps the BLAS threads during the solve. None chooses by size: nearly all
-    the time goes to one symmetric rank-k product (m^2 n flops) and one Cholesky factor per
-    iteration, and threads pay for their start-up only on large ones. On the 2-core reference
-    machine one thread was 10-20% faster at m = 500 (n ~ 1,000, 2.5e8 flops) and two threads
-    20-30% faster at m = 1,000 (n ~ 2,000, 2e9 flops); the switch is at 1e9.
+    Nearly all the time goes to one symmetric rank-k product (m^2 n flops) and one Cholesky
+    factor per iteration. Every BLAS call runs on one thread: OpenBLAS's own threads
+    synchronise by spinning, and when another process holds one of the cores a threaded
+    Cholesky factor or product took 5-100 times as long as on one thread (m = 1,500-2,000 on
+    the 2-core reference machine, benchmarks/paper000/results/dense_threads.md). From
+    ``_LARGE_FLOPS`` (m^2 n) on, the product is split into three independent BLAS calls run on
+    ``threads`` threads (at most two, the calls' grouping; None: the cores this process may
+    use), which a busy core only slows down (:meth:`DenseColumns.gram`); the result does not
+    depend on ``threads``.
     ``mixed`` factors the normal equations in single precision and solves them to double
     precision by preconditioned conjugate gradients (:class:`_NormalEquations`); None chooses
     by size, from the same switch.
 
     Raises ValueError on inconsistent shapes or non-finite data.
     """
-    large = float(R.shape[0]) ** 2 * R.shape[1] >= _THREADED_FLOPS
+    large = float(R.shape[0]) ** 2 * R.shape[1] >= _LARGE_FLOPS
     mixed = large if mixed is None else mixed
     R = R if isinstance(R, DenseColumns) else DenseColumns(R)
-    if blas_threads is None and large:
-        return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed)
-    with threadpool_limits(limits=int(blas_threads or 1), user_api="blas"):
-        return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed)
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    with single_threaded_blas():
+        if not large:
+            return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed, None)
+        with ThreadPoolExecutor(max(1, min(2, int(threads)))) as pool:
+            return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed, pool)
+
+
+#: A step's normal equations are solved to a residual of this share of the primal residual the
+#: stopping test allows (their residual goes into the next primal residual and nowhere else).
+_RESIDUAL_SHARE = 0.1
+
+#: Gondzio's multiple centrality correctors, with the parameters of OOQP (Gertz and Wright
+#: 2003): at most 3 a step, each aiming at step lengths 1.08 x the current + 0.08 and kept
+#: while the shorter grows by 1%, the complementarity products of the trial point projected into
+#: [0.1, 10] x the target mu.
+_CORRECTORS, _STEP_FACTOR, _STEP_ADD, _ACCEPT, _BETA_MIN, _BETA_MAX = 3, 1.08, 0.08, 1.01, 0.1, 10.0
+
+
+def _centrality_correctors(x, s, dx, dy, ds, ap, ad, mu_target, correction, longest):
+    """Gondzio's multiple centrality correctors (Gondzio 1996, *Multiple centrality corrections
+    in a primal-dual method for linear programming*): a step of the predictor-corrector
+    direction that is cut short by a few products x_i s_i far from the target mu is lengthened
+    by a correction towards the target on exactly those products (``correction(t)``: the
+    Newton direction for complementarity right-hand side t and no residuals, solved with the
+    factor the step already has; a solve is much cheaper than a factor). Kept while the
+    shorter of the two step lengths grows; returns the direction and its step lengths."""
+    for _ in range(_CORRECTORS):
+        if min(ap, ad) >= 1.0:
+            break
+        tp, td = min(1.0, _STEP_FACTOR * ap + _STEP_ADD), min(1.0, _STEP_FACTOR * ad + _STEP_ADD)
+        v = (x + tp * dx) * (s + td * ds)
+        t = np.clip(v, _BETA_MIN * mu_target, _BETA_MAX * mu_target) - v
+        np.maximum(t, -_BETA_MAX * mu_target, out=t)
+        cx, cy, cs = correction(t)
+        nx, ny, ns = dx + cx, dy + cy, ds + cs
+        nap, nad = longest(x, nx), longest(s, ns)
+        if min(nap, nad) < _ACCEPT * min(ap, ad):
+            break
+        dx, dy, ds, ap, ad = nx, ny, ns, nap, nad
+    return dx, dy, ds, ap, ad
 
 
 def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[np.ndarray, np.ndarray] | None,
-           tol: float, max_iter: int, mixed: bool) -> DenseLPResult:
+           tol: float, max_iter: int, mixed: bool, pool: ThreadPoolExecutor | None) -> DenseLPResult:
     g = np.asarray(g, dtype=np.float64)
     rhs = np.asarray(rhs, dtype=np.float64)
     m, n = R.shape
@@ -394,7 +472,7 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
     def At_mul(y: np.ndarray) -> np.ndarray:       # A' y
         return np.concatenate([R.tmul(y), y, -y]) if box else R.tmul(y)
 
-    F = _NormalEquations(R, box, A_mul, At_mul, mixed)
+    F = _NormalEquations(R, box, A_mul, At_mul, mixed, pool)
     F.factor(np.ones(n_all))
     x = At_mul(F.solve(rhs))
     y = F.solve(A_mul(c))
@@ -414,6 +492,7 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
         neg = dv < 0
         return min(1.0, float(np.min(-v[neg] / dv[neg]))) if neg.any() else 1.0
 
+    zero_p, zero_d = np.zeros(m), np.zeros(n_all)      # a corrector's residuals
     status = "iteration_limit"
     best: tuple[float, np.ndarray, np.ndarray, int] | None = None
     it = 0
@@ -435,17 +514,23 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
         d = x / s
         F.factor(d)
 
-        def direction(rc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            dy = F.solve(rp - A_mul(rc / s - d * rd))
+        def direction(rc: np.ndarray, rp: np.ndarray, rd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            # a normal-equations residual e only moves the next primal residual, by e (the
+            # dual residual and the complementarity follow from dy exactly): a share of what
+            # the stopping test allows it
+            dy = F.solve(rp - A_mul(rc / s - d * rd), atol=_RESIDUAL_SHARE * tol * nb)
             ds = rd - At_mul(dy)
             return rc / s - d * ds, dy, ds
 
-        dxa, _, dsa = direction(-x * s)
+        dxa, _, dsa = direction(-x * s, rp, rd)
         ap, ad = longest(x, dxa), longest(s, dsa)
         mu_aff = float((x + ap * dxa) @ (s + ad * dsa)) / n_all
         sigma = (mu_aff / mu) ** 3
-        dx, dy, ds = direction(-x * s + sigma * mu - dxa * dsa)
-        ap, ad = 0.995 * longest(x, dx), 0.995 * longest(s, ds)
+        dx, dy, ds = direction(-x * s + sigma * mu - dxa * dsa, rp, rd)
+        ap, ad = longest(x, dx), longest(s, ds)
+        dx, dy, ds, ap, ad = _centrality_correctors(x, s, dx, dy, ds, ap, ad, sigma * mu,
+                                                    lambda t: direction(t, zero_p, zero_d), longest)
+        ap, ad = 0.995 * ap, 0.995 * ad
         x = x + ap * dx
         y = y + ad * dy
         s = s + ad * ds

@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components, dijkstra
 
 from ..audit import checked_mdp_inputs
 from ..lp.highs import INF, HighsLP
@@ -39,39 +40,65 @@ def _matrix_cost_edges(matrix: np.ndarray, cost: np.ndarray, edges: np.ndarray
     return Z, C, np.asarray(edges, dtype=np.int64).reshape(-1, 2)
 
 
-def _lower_along_edges(L: np.ndarray, edges: np.ndarray, weight: np.ndarray, max_sweeps: int,
+def _lower_along_edges(L: np.ndarray, edges: np.ndarray, weight: np.ndarray,
                        source: np.ndarray | None = None) -> np.ndarray:
     """``L`` (log entries, one row per record; changed in place) with each entry lowered to
-    ``min_j L[j] + weight(i, j)`` over its neighbours j on the undirected ``edges``, repeated
-    until nothing falls (at most ``max_sweeps`` vectorised passes over the edges): the
-    shortest-path closure that :func:`mdp_envelope`, :func:`mdp_lift` and :func:`repair_rows`
-    need. Infinite entries stay infinite under ``+ weight``. With ``source`` (an integer array
-    of L's shape, changed in place), an entry that falls takes the source of the neighbour it
-    fell to, so each entry keeps where its value came from."""
-    src, dst = np.r_[edges[:, 0], edges[:, 1]], np.r_[edges[:, 1], edges[:, 0]]
-    w = np.r_[weight, weight][:, None]
-    order = np.argsort(dst, kind="stable")
-    src, dst, w = src[order], dst[order], w[order]
-    targets, starts = np.unique(dst, return_index=True)
-    counts = np.diff(np.r_[starts, src.size])
-    cols = np.arange(L.shape[1])[None, :]
-    for _ in range(max_sweeps):
-        via = L[src] + w
-        best = np.minimum.reduceat(via, starts, axis=0)
-        lower = best < L[targets]
-        if not lower.any():
-            break
-        if source is not None:
-            # the first edge of each target's run that attains the minimum
-            hit = np.where(via == np.repeat(best, counts, axis=0), np.arange(src.size)[:, None], src.size)
-            arg = np.minimum.reduceat(hit, starts, axis=0)
-            source[targets] = np.where(lower, source[src[arg], cols], source[targets])
-        L[targets] = np.where(lower, best, L[targets])
+    ``min_j L[j] + D(i, j)``, D the shortest-path distance over the undirected ``edges`` of
+    non-negative ``weight``: the shortest-path closure that :func:`mdp_envelope`,
+    :func:`mdp_lift` and :func:`repair_rows` need. +inf entries reach nothing; a -inf entry
+    makes its whole connected component -inf. With ``source`` (an integer array of L's shape,
+    changed in place), an entry that falls takes the source of the entry it fell to, so each
+    entry keeps where its value came from.
+
+    One Dijkstra search per column (scipy's) from a node joined to every record j by an edge of
+    length ``L[j] - min L + 1`` (lengths must be non-negative, and scipy reads a length of 0 as
+    no edge): on a 2,000-record road network with 100 columns, 0.07-0.1 s where relaxing the
+    edges until nothing falls (one vectorised pass per step of the longest shortest path) took
+    1.4-1.9 s (docs/decisions.md#shortest-path-closures-by-dijkstra). The values agree with
+    the relaxation's to rounding."""
+    n, K = L.shape
+    if len(edges) == 0:
+        return L
+    w = np.r_[weight, weight].astype(np.float64)
+    w[w == 0] = np.finfo(np.float64).tiny          # a length of 0 is an edge too
+    graph = sp.csr_matrix((w, (np.r_[edges[:, 0], edges[:, 1]], np.r_[edges[:, 1], edges[:, 0]])), shape=(n, n))
+    _, comp = connected_components(graph, directed=False)
+    indptr = np.r_[graph.indptr, graph.indptr[-1]]   # row n, the start node, is filled per column
+    rows = np.arange(n)
+    for k in range(K):
+        col = L[:, k]
+        below = np.isneginf(col)
+        gone = np.isin(comp, comp[below]) if below.any() else np.zeros(n, dtype=bool)
+        start = np.flatnonzero(np.isfinite(col) & ~gone)
+        if start.size:
+            low = float(col[start].min())
+            G = sp.csr_matrix((np.r_[graph.data, col[start] - low + 1.0], np.r_[graph.indices, start],
+                               np.r_[indptr[:-1], indptr[-1] + start.size]), shape=(n + 1, n + 1))
+            dist, pred = dijkstra(G, directed=True, indices=n, return_predecessors=True)
+            value = dist[:n] - 1.0 + low
+            fell = value < col
+            col[fell] = value[fell]
+            if source is not None and fell.any():
+                # the entry each path starts from: follow the predecessors up to the start node
+                up = np.where((pred[:n] == n) | (pred[:n] < 0), rows, pred[:n])
+                while True:
+                    nxt = up[up]
+                    if np.array_equal(nxt, up):
+                        break
+                    up = nxt
+                source[fell, k] = source[up[fell], k]
+        if gone.any():
+            if source is not None:
+                _, _, origin = dijkstra(graph, directed=True, indices=np.flatnonzero(below), min_only=True,
+                                        return_predecessors=True)
+                moved = gone & ~below
+                source[moved, k] = source[origin[moved], k]
+            col[gone] = -np.inf
     return L
 
 
 def mdp_envelope(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray, *,
-                 normalise: bool = True, max_sweeps: int | None = None) -> np.ndarray:
+                 normalise: bool = True) -> np.ndarray:
     """The largest matrix below ``Y`` whose columns satisfy epsilon-mDP on ``edges``, where
     ``Y`` is ``matrix`` clipped at 0 and, with ``normalise``, each row divided by its sum
     (rows summing to 0 stay 0).
@@ -86,25 +113,21 @@ def mdp_envelope(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_dis
     mixing whole rows with the uniform mechanism; :func:`rebalance_rows` then fills the rows'
     deficits (docs/decisions.md#the-stabilised-masters-matrix-is-lowered-to-its-mdp-envelope).
 
-    Computed in log space by relaxing the directed edges until no entry falls (at most
-    ``max_sweeps`` sweeps, default N; each sweep is one vectorised pass over the edges).
-    The result holds to floating-point rounding: pass it on to :func:`certify` for an exact
-    guarantee.
+    Computed in log space, one shortest-path search per column. The result holds to
+    floating-point rounding: pass it on to :func:`certify` for an exact guarantee.
     """
     Y, eps, E, d = checked_mdp_inputs(matrix, epsilon, edges, edge_distance)
     Y = np.maximum(Y, 0.0)
-    n = Y.shape[0]
     if normalise:
         r = Y.sum(axis=1)
         Y = Y / np.where(r > 0, r, 1.0)[:, None]
     if len(E) == 0:
         return Y
     with np.errstate(divide="ignore"):
-        return np.exp(_lower_along_edges(np.log(Y), E, eps * d, n if max_sweeps is None else int(max_sweeps)))
+        return np.exp(_lower_along_edges(np.log(Y), E, eps * d))
 
 
-def mdp_lift(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray, *,
-             max_sweeps: int | None = None) -> np.ndarray:
+def mdp_lift(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray) -> np.ndarray:
     """The smallest matrix above ``matrix`` (clipped at 0) whose columns satisfy epsilon-mDP on
     ``edges``: ``U[i,k] = max_j Y[j,k] exp(-eps D(i,j))``, D the shortest-path distance over the
     edges (every column of U is in the mDP cone, and any column in the cone above ``Y[:, k]``
@@ -112,17 +135,16 @@ def mdp_lift(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distanc
 
     The counterpart of :func:`mdp_envelope` for matrices whose small entries matter: where the
     optimum is nearly deterministic (large epsilon x distance), lowering entries removes the
-    tails the mDP rows need, while lifting adds exactly those tails. Computed in log space by
-    relaxing the directed edges until no entry rises; the result holds to rounding (pass it on
-    to :func:`certdp.certify.certify`)."""
+    tails the mDP rows need, while lifting adds exactly those tails. Computed in log space, one
+    shortest-path search per column; the result holds to rounding (pass it on to
+    :func:`certdp.certify.certify`)."""
     Y, eps, E, d = checked_mdp_inputs(matrix, epsilon, edges, edge_distance)
     Y = np.maximum(Y, 0.0)
     if len(E) == 0:
         return Y
     # raising log entries to max_j (LY_j - w_ij) is lowering their negatives to min_j (-LY_j + w_ij)
-    sweeps = Y.shape[0] if max_sweeps is None else int(max_sweeps)
     with np.errstate(divide="ignore"):
-        return np.exp(-_lower_along_edges(-np.log(Y), E, eps * d, sweeps))
+        return np.exp(-_lower_along_edges(-np.log(Y), E, eps * d))
 
 
 def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.ndarray,
@@ -216,8 +238,8 @@ def _bounds_of_free_rows(Z: np.ndarray, inB: np.ndarray, ii: np.ndarray, jj: np.
     local = np.c_[pos[ii[inner]], pos[jj[inner]]]
     logf = np.log(f[inner])
     with np.errstate(divide="ignore"):
-        hi = np.exp(_lower_along_edges(np.log(hi), local, logf, B.size, hi_from))
-        lo = np.exp(-_lower_along_edges(-np.log(lo), local, logf, B.size, lo_from))
+        hi = np.exp(_lower_along_edges(np.log(hi), local, logf, hi_from))
+        lo = np.exp(-_lower_along_edges(-np.log(lo), local, logf, lo_from))
     return lo, hi, lo_from, hi_from, local, f[inner]
 
 

@@ -37,7 +37,12 @@ from .master import ColumnMaster, FilledMaster
 
 
 class Backoff:
-    """Try something; after each failure wait 1, 2, 4, ... chances before trying again."""
+    """Try something; after the failures of a row, skip 0, 1, 2, 4, ... chances before trying
+    again. A first failure is retried at the next chance: the chances are upper steps, each
+    ``upper_every`` rounds apart, and a first failure can come from the start's columns alone
+    (Gold Coast at 2,000 records: the elastic master's repair fails at round 1 and succeeds at
+    round 21; skipping the step of round 11 held its certified cost at 2.4262, 96% above the
+    lower bound, for ten rounds)."""
 
     def __init__(self) -> None:
         self.wait = self.skip = 0
@@ -50,9 +55,9 @@ class Backoff:
         return True
 
     def failed(self) -> None:
-        """A try failed: wait twice as many chances as the last time."""
-        self.wait = max(1, 2 * self.wait)
+        """A try failed: the failures of a row skip 0, 1, 2, 4, ... chances."""
         self.skip = self.wait
+        self.wait = max(1, 2 * self.wait)
 
     def succeeded(self) -> None:
         """A try succeeded: try again at the next chance."""
