@@ -458,10 +458,9 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
     c = np.concatenate([g, cp, cm])
     n_all = c.size
 
-    # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one): when both run
-    # threads, each one's idle threads spin between its calls and take the cores from the other
-    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library); R's products and
-    # normal equations are BLAS calls on R in place (DenseColumns)
+    # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one), on one thread
+    # (docs/decisions.md#the-dense-ipm-runs-every-blas-call-on-one-thread-and-its-product-in-halves);
+    # R's products and normal equations are BLAS calls on R in place (DenseColumns)
 
     def A_mul(v: np.ndarray) -> np.ndarray:        # A v for v over [b, sp, sm]
         out = R.mul(v[:n])
