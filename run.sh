@@ -2,7 +2,7 @@
 # Bootstrap and run certdp on a fresh machine that has only Python 3.11.
 #   bash run.sh demo          install (once) and run the main job on generated data
 #   bash run.sh test          install (once) and run the default test suite
-#   bash run.sh typecheck     install (once) and type-check src/ with mypy (configured in pyproject.toml)
+#   bash run.sh typecheck     install (once) and type-check src/ and benchmarks/ with mypy (configured in pyproject.toml)
 #   bash run.sh bench NAME    run one benchmark, e.g. paper000.decompositions (benchmarks/paper000/decompositions.py)
 #   bash run.sh certdp ARGS  run the CLI from the project's environment
 set -euo pipefail
@@ -45,6 +45,7 @@ case "$cmd" in
     if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi
     exit "$rc" ;;
   typecheck)
+    install test   # mypy, and the optional libraries the benchmarks import
     exec "$VENV/bin/python" -m mypy "$@" ;;
   bench)
     install test

@@ -319,24 +319,24 @@ def main() -> None:
 def _table(outcomes: list[Outcome], lengths: dict[str, float], args: argparse.Namespace) -> None:
     from benchmarks._common import write_table
 
-    by: dict[str, list[Outcome]] = {}
-    for o in outcomes:
-        if o.report is not None and "latency" in o.report:
-            by.setdefault(phase(o), []).append(o)
+    # the runs the command stopped, each with its report
+    stopped = [(o, o.report) for o in outcomes if o.report is not None and "latency" in o.report]
+    by: dict[str, list[tuple[Outcome, dict[str, Any]]]] = {}
+    for o, rep in stopped:
+        by.setdefault(phase(o), []).append((o, rep))
     rows = []
-    for ph, os_ in sorted(by.items(), key=lambda kv: -max(o.report["latency"] for o in kv[1])):
-        lat = [o.report["latency"] for o in os_]
-        seen = [o.seconds_to_exit for o in os_ if o.seconds_to_exit is not None]
-        rows.append([ph, len(os_), ", ".join(sorted({o.run for o in os_})), 1000 * statistics.median(lat),
+    for ph, os_ in sorted(by.items(), key=lambda kv: -max(rep["latency"] for _, rep in kv[1])):
+        lat = [rep["latency"] for _, rep in os_]
+        seen = [o.seconds_to_exit for o, _ in os_ if o.seconds_to_exit is not None]
+        rows.append([ph, len(os_), ", ".join(sorted({o.run for o, _ in os_})), 1000 * statistics.median(lat),
                      1000 * max(lat), 1000 * max(seen) if seen else None,
-                     sum(o.report["finished_by"] == "watchdog" for o in os_)])
+                     sum(rep["finished_by"] == "watchdog" for _, rep in os_)])
     from certdp.cli.interrupt import GRACE
 
     broken = [(o.run, o.at, o.signal, broken_promises(o)) for o in outcomes if broken_promises(o)]
-    stopped = [o for o in outcomes if o.report is not None and "latency" in o.report]
-    worst = max((o.report["latency"] for o in stopped), default=float("nan"))
-    worst_seen = max((o.seconds_to_exit for o in stopped if o.seconds_to_exit is not None), default=float("nan"))
-    per_run = {name: max((o.report["latency"] for o in stopped if o.run == name), default=float("nan"))
+    worst = max((rep["latency"] for _, rep in stopped), default=float("nan"))
+    worst_seen = max((o.seconds_to_exit for o, _ in stopped if o.seconds_to_exit is not None), default=float("nan"))
+    per_run = {name: max((rep["latency"] for o, rep in stopped if o.run == name), default=float("nan"))
                for name in lengths}
     early = sum(o.report is None for o in outcomes)
     notes = [f"{len(outcomes)} runs interrupted at random times by SIGINT, SIGTERM or SIGHUP, sent to the process "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from unittest import mock
 
 from certdp import build_space, solve
 from certdp.datasets import grid
@@ -43,12 +44,9 @@ def measure(space, threshold: int) -> tuple[float, int, int]:
         iterations += sol.iterations
         return sol
 
-    saved = highs.INTERRUPTIBLE_NONZEROS
-    highs.INTERRUPTIBLE_NONZEROS, highs.HighsLP.__init__, highs.HighsLP.solve = threshold, init, timed
-    try:
+    with (mock.patch.object(highs, "INTERRUPTIBLE_NONZEROS", threshold),
+          mock.patch.object(highs.HighsLP, "__init__", init), mock.patch.object(highs.HighsLP, "solve", timed)):
         solve(space, "lp")
-    finally:
-        highs.INTERRUPTIBLE_NONZEROS, highs.HighsLP.__init__, highs.HighsLP.solve = saved, real_init, real_solve
     return seconds, iterations, nnz
 
 

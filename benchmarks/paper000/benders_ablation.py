@@ -66,7 +66,8 @@ def main() -> None:
                                   progress=lambda e: hist.append(dict(e.record)))
                 first = next((h["elapsed"] for h in hist if h["gap"] <= 0.01), None)
                 row = [name, label, r.status, r.iterations, r.timings["total"], first, r.gap,
-                       r.upper_bound / opt.upper_bound - 1, 1 - r.lower_bound / opt.upper_bound, r.stats["cuts"]]
+                       r.upper_bound / opt.upper_bound - 1,
+                       None if r.lower_bound is None else 1 - r.lower_bound / opt.upper_bound, r.stats["cuts"]]
             except SolverLimitError as exc:
                 last = hist[-1] if hist else {}
                 row = [name, label, "no mechanism", last.get("iteration"), last.get("elapsed"), None, None, None,

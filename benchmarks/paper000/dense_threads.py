@@ -65,7 +65,8 @@ def master_part(network: str, n: int, rounds: int):
     master = loop.master
     try:
         for it in range(1, rounds + 1):
-            g_now = relative_gap(loop.upper.ub, loop.lb) if np.isfinite(loop.upper.ub) else np.inf
+            g = relative_gap(loop.upper.ub, loop.lb) if np.isfinite(loop.upper.ub) else None
+            g_now = np.inf if g is None else g
             tol = max(EXACT_TOLERANCE, min(cfg.master_tolerance, cfg.gap_share * g_now))
             lam, b, *_ = master.solve(tol=tol)
             if it == rounds:

@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from .._common import end_with_parent, output_args, write_table
 
@@ -54,7 +55,7 @@ def parse_config(items: list[str]):
     from certdp.pmo.outputs.config import OutputsConfig
 
     types = {f.name: f.type for f in fields(OutputsConfig)}
-    values = {}
+    values: dict[str, Any] = {}   # each an int or a float, as its field is
     for item in items:
         key, _, value = item.partition("=")
         if key not in types:
@@ -74,6 +75,7 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
 
     from certdp import solve
     from certdp.experiments.instances import growing
+    from certdp.mechanism import Mechanism  # (not cli.mechanisms.exact: a --baseline SRC may predate it)
 
     from .scale import _TreeMemory
 
@@ -91,7 +93,7 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
         out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
                "cpu_seconds": time.process_time() - cpu0 + usage.ru_utime + usage.ru_stime,
                "gap": res.gap, "loss": res.upper_bound, "lower": res.lower_bound,
-               "audit": bool(res.mechanism.verification.passed),
+               "audit": isinstance(res.mechanism, Mechanism) and bool(res.mechanism.verification.passed),
                "candidates": {k: v for k, v in res.stats.items()
                               if k.endswith(("_tried", "_best", "_failed", "_given_up"))},
                **{f"{k}_seconds": float(v) for k, v in res.timings.items() if k != "total"},
@@ -113,10 +115,12 @@ def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jo
     """Yield each run's record as it ends, ``jobs`` solves at a time (one process each); a key
     is ``(network, N, box, design, src)``."""
     import multiprocessing as mp
-    from multiprocessing.connection import wait
+    from multiprocessing.connection import Connection, wait
+    from multiprocessing.context import SpawnProcess
 
     ctx = mp.get_context("spawn")
-    todo, live = list(keys), {}
+    todo = list(keys)
+    live: dict[Connection, tuple[SpawnProcess, str, int, int, str, float]] = {}
     while todo or live:
         while todo and len(live) < jobs:
             network, n, box, design, src = todo.pop(0)

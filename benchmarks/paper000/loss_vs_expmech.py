@@ -59,7 +59,8 @@ def main() -> None:
                     r = solve(sp, a.method, time_limit=a.cap, gap=1e-2)
                     rec = {"instance": name, "budget": e, "epsilon": sp.epsilon, "expmech": exp, "optimal": r.upper_bound,
                            "optimal_lower": r.lower_bound, "status": r.status, "method": a.method,
-                           "reduction": 1 - r.upper_bound / exp, "reduction_at_lower": 1 - r.lower_bound / exp}
+                           "reduction": 1 - r.upper_bound / exp,
+                           "reduction_at_lower": None if r.lower_bound is None else 1 - r.lower_bound / exp}
                     raw.append(rec)
                     red[e].append(100 * rec["reduction"])
                     steps.done(f"{name} e={e:g}: {100 * rec['reduction']:.1f}%")

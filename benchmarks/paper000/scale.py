@@ -68,6 +68,7 @@ def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, ex
     import resource
 
     from certdp import SolverLimitError, solve
+    from certdp.cli.mechanisms import exact
     from certdp.experiments.instances import scaling
 
     try:
@@ -83,7 +84,7 @@ def _child(kind: str, n: int, mode: str, method: str, cap: float, gap: float, ex
             calls = res.stats.get("pricing_calls") or []
             out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
                    "gap": res.gap, "loss": res.upper_bound, "lower": res.lower_bound,
-                   "audit": bool(res.mechanism.verification.passed), "executor": res.stats.get("executor", "-"),
+                   "audit": bool(exact(res).verification.passed), "executor": res.stats.get("executor", "-"),
                    # how often each upper-bound candidate was tried, gave the best, failed or was
                    # given up (outputs only)
                    "candidates": {k: v for k, v in res.stats.items()

@@ -61,6 +61,7 @@ def instance(network: str, n: int, box: int):
 def _child(network: str, n: int, box: int, names, factors, repeats: int, cap: float, gap: float, conn) -> None:
     end_with_parent()
     from certdp import solve
+    from certdp.cli.mechanisms import exact
     from certdp.pmo.outputs.config import OutputsConfig
 
     space = instance(network, n, box)
@@ -76,7 +77,7 @@ def _child(network: str, n: int, box: int, names, factors, repeats: int, cap: fl
             res = solve(space, "outputs", gap=gap, time_limit=cap, config=config)
             conn.send({"field": name, "factor": factor, "cpu": time.process_time() - c0,
                        "wall": time.perf_counter() - t0, "rounds": res.iterations, "gap": res.gap,
-                       "loss": res.upper_bound, "audit": bool(res.mechanism.verification.passed),
+                       "loss": res.upper_bound, "audit": bool(exact(res).verification.passed),
                        "status": res.status})
         except Exception as exc:   # reported in the table, not raised
             conn.send({"field": name, "factor": factor, "status": f"error: {type(exc).__name__}: {exc}"})
@@ -87,10 +88,12 @@ def run_instances(keys: list[tuple[str, int]], box: int, names, factors, repeats
                   jobs: int):
     """Yield each run's record as it ends, ``jobs`` instances at a time (one process each)."""
     import multiprocessing as mp
-    from multiprocessing.connection import wait
+    from multiprocessing.connection import Connection, wait
+    from multiprocessing.context import SpawnProcess
 
     ctx = mp.get_context("spawn")
-    todo, live = list(keys), {}
+    todo = list(keys)
+    live: dict[Connection, tuple[SpawnProcess, str, int]] = {}
     while todo or live:
         while todo and len(live) < jobs:
             network, n = todo.pop(0)
@@ -99,7 +102,8 @@ def run_instances(keys: list[tuple[str, int]], box: int, names, factors, repeats
             proc.start()
             send.close()   # the child holds the only writing end: its death reads as the end of the pipe
             live[recv] = (proc, network, n)
-        for recv in wait(list(live), timeout=cap + 900):
+        ready = wait(list(live), timeout=cap + 900)
+        for recv in [c for c in live if c in ready]:
             proc, network, n = live[recv]
             try:
                 msg = recv.recv()

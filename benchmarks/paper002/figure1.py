@@ -16,6 +16,7 @@ Writes results/uai_figure1_{kind}_{n}.md/.json and a PNG.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from certdp import solve
 from certdp.experiments.compare import baseline_rows, compare_row, match_tight
@@ -25,7 +26,7 @@ from .._common import Steps, output_args, target, write_table
 
 TARGETS = {"text": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0], "loc": [0.5, 1.0, 2.0, 4.0, 8.0, 16.0]}
 NOISE = {"text": "madlib", "loc": "laplace"}
-OPTIONS = {"constopt": {"r": 10, "lambdas": [0.001, 0.1, 1.0], "select": "quantile"}, "spanner": {"delta": 3.0}}
+OPTIONS: dict[str, dict[str, Any]] = {"constopt": {"r": 10, "lambdas": [0.001, 0.1, 1.0], "select": "quantile"}, "spanner": {"delta": 3.0}}
 
 
 def _plot(raw: list[dict], methods: list[str], name: str, title: str, a: argparse.Namespace) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from certdp.cli.mechanisms import exact
 from certdp.experiments.compare import match_tight, order_factors
 from certdp.experiments.instances import uai
 
@@ -61,8 +62,8 @@ def run_one(kind: str, n: int, seed: int, target: float, source: Path | None) ->
     return {"seed": seed, "target": target, "constopt_epsilon": cal_c.epsilon, "constopt_tight": cal_c.epsilon_tight,
             "expmech_epsilon": cal_e.epsilon, "expmech_tight": cal_e.epsilon_tight,
             "matched": bool(cal_c.matched and cal_e.matched),
-            "audit_passed": bool(cal_c.result.mechanism.verification.passed
-                                 and cal_e.result.mechanism.verification.passed), **f}
+            "audit_passed": bool(exact(cal_c.result).verification.passed
+                                 and exact(cal_e.result).verification.passed), **f}
 
 
 def summary_rows(raw: list[dict], targets: list[float]) -> list[list]:

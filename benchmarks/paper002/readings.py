@@ -27,18 +27,21 @@ certified exactly like the library's ConstOPTMech.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from certdp.cli.mechanisms import exact
 from certdp.experiments.compare import match_tight
 from certdp.experiments.instances import uai
-from certdp.family.constopt import assemble_constopt, nearest_outputs
+from certdp.family.constopt import ConstOptLP, assemble_constopt, nearest_outputs
 from certdp.family.exponential import output_distances
-from certdp.lp.highs import INF, HighsLP
+from certdp.lp.highs import INF, HighsLP, LPSolution
 from certdp.measures import quantile_loss, worst_case_loss
-from certdp.mechanism import Mechanism, SolveResult
+from certdp.mechanism import Mechanism, SolveResult, Status
 from certdp.space import Space
 
 from .._common import output_args, write_table
@@ -69,7 +72,7 @@ def free_set(D: np.ndarray, r: int, with_self: bool) -> np.ndarray:
     return np.argsort(np.where(D > 0, D, -1.0), axis=1, kind="stable")[:, :r]
 
 
-def least_mean_optimum(lp, A: sp.csr_matrix, k_star: float, N: int):
+def least_mean_optimum(lp: ConstOptLP, A: sp.csr_matrix, k_star: float, N: int) -> LPSolution:
     """Among the optima of the minimax LP (worst case k <= k* (1 + 1e-7)), one of least sum of the
     N penalised losses (the LP's last N rows, k's column left out)."""
     ik = lp.n_vars - 1
@@ -79,6 +82,13 @@ def least_mean_optimum(lp, A: sp.csr_matrix, k_star: float, N: int):
     return HighsLP(c, sp.vstack([A, cap], format="csr"), np.r_[lp.row_lower, -INF],
                    np.r_[lp.row_upper, k_star * (1 + 1e-7) + 1e-12], np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
                    solver="simplex").solve()
+
+
+def optimal_x(sol: LPSolution, what: str) -> np.ndarray:
+    """The optimal point of ``sol``; RuntimeError naming ``what`` when the LP did not end optimal."""
+    if sol.status != "optimal" or sol.x is None:
+        raise RuntimeError(f"{what} ended {sol.status}")
+    return sol.x
 
 
 def solve_reading(space: Space, reading: Reading, r: int = 10) -> SolveResult:
@@ -100,23 +110,27 @@ def solve_reading(space: Space, reading: Reading, r: int = 10) -> SolveResult:
             A = (A + sp.csr_matrix((np.full(len(rr), lam), (rr, np.tile(diag_cols, N))), shape=A.shape)).tocsr()
         sol = HighsLP(lp.c, A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
                       solver="simplex").solve()
-        if sol.status != "optimal" or sol.x is None:
-            raise RuntimeError(f"{reading.name}: LP at lambda={lam} ended {sol.status}")
+        x = optimal_x(sol, f"{reading.name}: LP at lambda={lam}")
         if reading.least_mean:
-            sol = least_mean_optimum(lp, A, float(sol.objective), N)
-            if sol.status != "optimal" or sol.x is None:
-                raise RuntimeError(f"{reading.name}: second LP at lambda={lam} ended {sol.status}")
-        M = np.maximum(sol.x[nf:nf + K], 0.0)[None, :] * np.exp(-eps_lp * D)
-        M[lp.free_rows, lp.free_cols] = np.maximum(sol.x[:nf], 0.0)
+            x = optimal_x(least_mean_optimum(lp, A, float(sol.objective), N),
+                          f"{reading.name}: second LP at lambda={lam}")
+        M = np.maximum(x[nf:nf + K], 0.0)[None, :] * np.exp(-eps_lp * D)
+        M[lp.free_rows, lp.free_cols] = np.maximum(x[:nf], 0.0)
         H = M / M.sum(axis=1)[:, None]
         loss = quantile_loss(H, space.cost) if reading.select == "quantile" else worst_case_loss(H, space.cost)
         if best is None or loss < best[0]:
             best = (loss, H, lam)
     assert best is not None
     mech, _ = Mechanism.certified(space, best[1], method="constopt", reading=reading.name, **{"lambda": best[2]})
-    return SolveResult(mechanism=mech, method="constopt", status="heuristic",
+    return SolveResult(mechanism=mech, method="constopt", status=Status.HEURISTIC,
                        upper_bound=worst_case_loss(mech.matrix, space.cost), lower_bound=None, gap=None,
                        stats={"lambda": best[2]}, objective="worst")
+
+
+def reading_run(reading: Reading) -> Callable[[Space, str, dict[str, Any]], SolveResult]:
+    """The solver :func:`~certdp.experiments.compare.match_tight` calls for ``reading`` (it
+    passes ConstOPTMech's name and options, which the reading fixes itself)."""
+    return lambda space, _method, _options: solve_reading(space, reading)
 
 
 def main() -> None:
@@ -137,17 +151,17 @@ def main() -> None:
     for T in (float(x) for x in a.targets.split(",")):
         start = space.with_epsilon(2 * T)
         e = match_tight(start, "expmech", T, {}, distance=Dr)
-        le, we = quantile_loss(e.result.mechanism.matrix, space.cost), worst_case_loss(e.result.mechanism.matrix,
-                                                                                        space.cost)
+        E = exact(e.result).matrix
+        le, we = quantile_loss(E, space.cost), worst_case_loss(E, space.cost)
         rows.append([T, "ExpMech", e.epsilon, e.epsilon_tight, "-", le, we, 1.0, 1.0, "yes"])
         chosen = a.readings.split(",") if a.readings else [rd.name for rd in READINGS]
         for reading in (rd for rd in READINGS if rd.name in chosen):
-            cal = match_tight(start, "constopt", T, {}, distance=Dr,
-                              run=lambda sp_, _m, _o, rd=reading: solve_reading(sp_, rd))
-            Z = cal.result.mechanism.matrix
+            cal = match_tight(start, "constopt", T, {}, distance=Dr, run=reading_run(reading))
+            mech = exact(cal.result)
+            Z = mech.matrix
             lq, wc = quantile_loss(Z, space.cost), worst_case_loss(Z, space.cost)
             row = [T, reading.name, cal.epsilon, cal.epsilon_tight, cal.result.stats["lambda"], lq, wc, lq / le,
-                   wc / we, "yes" if cal.result.mechanism.verification.passed else "NO"]
+                   wc / we, "yes" if mech.verification.passed else "NO"]
             rows.append(row)
             raw.append({"target": T, "reading": reading.name, "epsilon": cal.epsilon, "epsilon_tight": cal.epsilon_tight,
                         "matched": cal.matched, "lambda": row[4], "quantile_loss": lq, "worst_case_loss": wc,

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from certdp import build_space, solve
+from certdp.cli.mechanisms import exact
 from certdp.datasets import vocabulary
 from certdp.experiments.instances import words_file
 from certdp.text import WORD
@@ -31,8 +32,7 @@ def build(space, method: str, steps: Steps) -> tuple[float, np.ndarray]:
     t0 = time.process_time()
     res = solve(space, method, progress=steps)
     secs = time.process_time() - t0
-    m = res.mechanism
-    return secs, (m.matrix * space.cost).sum(axis=1)
+    return secs, (exact(res).matrix * space.cost).sum(axis=1)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import argparse
 
 import numpy as np
 
+from certdp.cli.mechanisms import exact
 from certdp.experiments.compare import match_tight
 from certdp.experiments.instances import uai
 from certdp.family.constopt import nearest_outputs
@@ -68,11 +69,12 @@ def main() -> None:
             cal = match_tight(space, "constopt", T, {"r": r, "lambdas": [lam]}, distance=Dr)
             res = cal.result
             st = res.stats
-            lq = quantile_loss(res.mechanism.matrix, space.cost)
+            mech = exact(res)
+            lq = quantile_loss(mech.matrix, space.cost)
             paper = PAPER[(part, lam if part.startswith("lambda") else r)]
             row = [part, r, lam, cal.epsilon, cal.epsilon_tight, lq, lq / uni, paper, st["sweep"][0]["max_row_sum"],
                    st["constraints"], st["nonzeros"], paper_count(D, r), PAPER_CONSTRAINTS.get(r) if part.startswith("r")
-                   else PAPER_CONSTRAINTS[5], res.timings["solve"], "yes" if res.mechanism.verification.passed else "NO"]
+                   else PAPER_CONSTRAINTS[5], res.timings["solve"], "yes" if mech.verification.passed else "NO"]
             rows.append(row)
             raw.append({"part": part, "r": r, "lambda": lam, "epsilon": cal.epsilon, "epsilon_tight": cal.epsilon_tight,
                         "matched": cal.matched, "quantile_loss": lq, "uniform_loss": uni, "paper_quantile_loss": paper,

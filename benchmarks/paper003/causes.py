@@ -38,7 +38,10 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -58,6 +61,8 @@ from certdp.solve import solve
 from certdp.space import Space
 
 from .._common import output_args, write_table
+
+T = TypeVar("T")
 
 SHAPES = {100: (10, 10), 200: (10, 20), 300: (15, 20), 400: (20, 20), 800: (20, 40), 1600: (40, 40)}
 #: the largest exp(eps d) HiGHS accepts as a matrix coefficient (its ``large_matrix_value``)
@@ -142,14 +147,15 @@ def printed_lp(world: World, P: LRGeoParams, gamma: float, cap: float) -> dict:
     E = np.column_stack([i[ok], j[ok]])
     t0 = time.perf_counter()
     lp = assemble_pmo(world.expected_cost / K, E, d[ok], P.epsilon)
-    out = {"rows": rows_all, "rows_given": int(lp.A.shape[0]), "nnz_given": lp.nnz}
+    out: dict[str, Any] = {"rows": rows_all, "rows_given": int(lp.A.shape[0]), "nnz_given": lp.nnz}
     sol = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF),
                   solver="simplex", time_limit=cap).solve()
     out.update(seconds=time.perf_counter() - t0, status=sol.status, iterations=sol.iterations)
     return out
 
 
-def timed(fn) -> tuple[float, object]:
+def timed(fn: Callable[[], T]) -> tuple[float, T | str]:
+    """(seconds, what ``fn`` returned), or (seconds, "limit: ...") when it stopped at a limit with nothing."""
     t0 = time.perf_counter()
     try:
         r = fn()
@@ -168,7 +174,8 @@ def part_speed(a) -> None:
         tab = build_table(w, P.cell, P.table_band)
         rec: dict = {"K": K}
         for name, PP in (("lrgeo", P), ("lrgeo_small", Ps)):
-            secs, sizes, size, its, stop = [], [], None, [], []
+            secs, sizes, its, stop = [], [], [], []
+            size: tuple[int, int] | None = None
             for rep in range(a.reps):
                 locs = as_generator(rep).choice(w.K, size=a.users, replace=False)
                 r = run_users(w, PP, locs, tab, seed=rep, time_limit=a.cap)
@@ -177,10 +184,11 @@ def part_speed(a) -> None:
                 stop.append(paper_stop(r.info, a.paper_gap_km))
                 sizes += [u.n for u in r.users]
                 size = clr_size(r)
+            assert size is not None   # main() asks for --reps >= 1
             rec[name] = {"seconds": secs, "lr_sizes": sizes, "rows": size[0], "nnz": size[1],
                          "Gamma": PP.Gamma, "benders_rounds": its, "paper_stop": stop}
         sp_ = world_space(w, P)
-        t, res = timed(lambda sp_=sp_: solve(sp_, "lp", solver="simplex", time_limit=a.cap))
+        t, res = timed(partial(solve, sp_, "lp", solver="simplex", time_limit=a.cap))
         rec["lp"] = {"seconds": t, "status": res if isinstance(res, str) else res.status,
                      "rows": None if isinstance(res, str) else res.stats["constraints_after"],
                      "nnz": None if isinstance(res, str) else res.stats["nonzeros"]}
@@ -190,7 +198,7 @@ def part_speed(a) -> None:
         for name, eta in (("constopt", P.gamma), ("constopt_all_pairs", math.inf)):
             s = Space(cost=w.expected_cost, prior=np.full(K, 1.0 / K), epsilon=P.epsilon, eta=eta,
                       metric="haversine", points=w.latlon, output_records=np.arange(K), name=w.name, unit="km")
-            t, res = timed(lambda s=s: solve(s, "constopt", solver="simplex", time_limit=a.cap))
+            t, res = timed(partial(solve, s, "constopt", solver="simplex", time_limit=a.cap))
             rec[name] = {"seconds": t, "status": res if isinstance(res, str) else res.status,
                          "rows": None, "lambdas": None if isinstance(res, str) else len(res.stats["sweep"])}
         raw.append(rec)
@@ -266,13 +274,14 @@ def mean_own(rec: dict, m: str) -> float | None:
 def cost_row(K: int, rs: list[dict]) -> list:
     """One results row: the mean of every method over the draws, the paired ratios to Laplace
     (median and worst over the draws) and LR-Geo's own-row share beyond r_exp."""
-    def mean(m):
+    def mean(m: str) -> float | None:
         v = [mean_own(x, m) for x in rs if m in x]
-        return None if not v or any(t is None for t in v) else float(np.mean(v))
+        known = [t for t in v if t is not None]
+        return float(np.mean(known)) if v and len(known) == len(v) else None
 
-    def ratio(m):
-        v = [mean_own(x, m) / mean_own(x, "laplace") for x in rs
-             if m in x and mean_own(x, m) is not None and mean_own(x, "laplace")]
+    def ratio(m: str) -> str | None:
+        pairs = [(mean_own(x, m), mean_own(x, "laplace")) for x in rs if m in x]
+        v = [own / lap for own, lap in pairs if own is not None and lap]
         return f"{np.median(v):.3g} ({np.max(v):.3g})" if v else None
 
     own = [u for x in rs for u in x["lrgeo"]["own"]]
@@ -354,6 +363,8 @@ def main() -> None:
     for K in a.K:
         if K not in SHAPES:
             p.error(f"--K must be among {sorted(SHAPES)}")
+    if a.reps < 1 or a.users < 1:
+        p.error("--reps and --users must be at least 1")
     {"speed": part_speed, "cost": part_cost}[a.part](a)
 
 

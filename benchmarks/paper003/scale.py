@@ -45,8 +45,10 @@ from pathlib import Path
 
 from .._common import output_args, write_table
 
-#: 47 x 49 km boxes of Sydney (lon_min, lat_min, lon_max, lat_max): the west, the centre, the south
-SYDNEY_BOXES = {
+#: (lon_min, lat_min, lon_max, lat_max), as :func:`certdp.datasets.city.grid_world` takes a box
+Box = tuple[float, float, float, float]
+#: 47 x 49 km boxes of Sydney: the west, the centre, the south
+SYDNEY_BOXES: dict[str, Box] = {
     "sydney-centre": (150.95, -34.05, 151.46, -33.61),
     "sydney-west": (150.60, -33.95, 151.11, -33.51),
     "sydney-north": (150.90, -33.75, 151.41, -33.31),
@@ -55,7 +57,15 @@ SYDNEY_BOXES = {
 HELDOUT = ("birmingham", "chicago", "philadelphia")
 
 
-def _box_around(nodes_csv: Path, width_km: float = 47.0, height_km: float = 49.0) -> tuple[float, ...]:
+def _bbox(box: list[float] | None) -> Box | None:
+    """A box from its JSON list (a child's argument, a results file)."""
+    if box is None:
+        return None
+    lon_min, lat_min, lon_max, lat_max = box
+    return (lon_min, lat_min, lon_max, lat_max)
+
+
+def _box_around(nodes_csv: Path, width_km: float = 47.0, height_km: float = 49.0) -> Box:
     """A width x height km box centred on the median node of a network."""
     import math
 
@@ -68,7 +78,7 @@ def _box_around(nodes_csv: Path, width_km: float = 47.0, height_km: float = 49.0
     return (lon - dlon, lat - dlat, lon + dlon, lat + dlat)
 
 
-def instances(heldout: bool) -> list[tuple[str, Path, tuple[float, ...] | None]]:
+def instances(heldout: bool) -> list[tuple[str, Path, Box | None]]:
     """(name, folder with NAME_nodes.csv / NAME_edges.csv, bbox or None for the whole network)."""
     from certdp.experiments.instances import data_dir
 
@@ -176,7 +186,7 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
     from certdp.lrgeo.user import LRGeoParams, LRGeoUser
 
     road = load_road_network(Path(folder) / f"{name}_nodes.csv", Path(folder) / f"{name}_edges.csv")
-    world = grid_world(road, 40, 40, bbox=None if bbox is None else tuple(bbox), name=name)
+    world = grid_world(road, 40, 40, bbox=_bbox(bbox), name=name)
     P = LRGeoParams.paper(world.cell)
     est = estimate_round(world, P, users)
     parts: dict[str, dict] = {}
@@ -227,7 +237,7 @@ def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> 
 
     net = name.split("-")[0]
     road = load_road_network(Path(folder) / f"{net}_nodes.csv", Path(folder) / f"{net}_edges.csv")
-    world = grid_world(road, 40, 40, bbox=None if bbox is None else tuple(bbox), name=net)
+    world = grid_world(road, 40, 40, bbox=_bbox(bbox), name=net)
     est = estimate_round(world, LRGeoParams.paper(world.cell), users)
     return est.parts, est.total
 

@@ -16,6 +16,7 @@ import json
 import multiprocessing as mp
 import resource
 import time
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def run(grid: str, name: str, queue) -> None:
     world = grid_city(rows, cols)
     P = LRGeoParams.scaled(world.cell, eps_cell=1.0)
     attack = ATTACKS[name]
-    out = {"attack": name, "answer": "-", "answer_s": None, "honest": "-", "round_s": None}
+    out: dict[str, Any] = {"attack": name, "answer": "-", "answer_s": None, "honest": "-", "round_s": None}
     with RoundScheduler(world, P, limits=Limits(round_users=3 if callable(attack) else 2, round_wait=2.0)) as s:
         honest = []
         for loc, seed in ((50, 1), (250, 2)):
@@ -64,18 +65,18 @@ def run(grid: str, name: str, queue) -> None:
             u.name = g.user
             honest.append((u, g.token, u.obfuscation_request(g.table)))
         if attack == "tables":
-            req = honest[0][0].table_request()
+            asked = honest[0][0].table_request()
             t0 = time.perf_counter()
             refused = 0
             for _ in range(899):
                 try:
-                    s.table(TableRequest(user="x", center=req.center, radius_km=req.radius_km), "attacker")
+                    s.table(TableRequest(user="x", center=asked.center, radius_km=asked.radius_km), "attacker")
                 except TooMany:
                     refused += 1
             out["answer"] = f"{899 - refused} granted, {refused} refused (429)"
             out["answer_s"] = time.perf_counter() - t0
             try:
-                s.table(req, "newcomer")
+                s.table(asked, "newcomer")
                 out["answer"] += "; a new client is served"
             except Exception as exc:   # reported in the table
                 out["answer"] += f"; a new client is refused ({type(exc).__name__})"

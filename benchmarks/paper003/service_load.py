@@ -83,7 +83,7 @@ def _start(grid: str, round_users: int, round_wait: float, server_args: list[str
                 return proc, url
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode()) from None
+                raise RuntimeError(proc.communicate()[1].decode()) from None
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError("the server did not start")

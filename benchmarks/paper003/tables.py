@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ SHAPES = {100: (10, 10), 200: (10, 20), 300: (15, 20), 400: (20, 20), 800: (20, 
 #: paper 003's reported numbers (Tables 1-2: LR-Geo, LR-Geo-F, LP, ConstOPT seconds and costs
 #: in km, Laplace and ExpMech costs, the lower bound and the approximation ratio, at K = 100-400;
 #: Figures 9-13 as stated in its text)
-PAPER = {
+PAPER: dict[str, Any] = {   # per method and K, per K, or a sentence
     "seconds": {"lrgeo": [1.28, 1.42, 1.34, 1.20], "lrgeo_f": [1.63, 2.14, 2.42, 3.56],
                 "lp": [27.31, 287.50, ">=1800", ">=1800"], "constopt": [3.69, 75.88, ">=1800", ">=1800"],
                 "laplace": ["<=0.005"] * 4, "expmech": ["<=0.005"] * 4},
@@ -270,12 +271,13 @@ def part_bounds(a) -> None:
     w = base_world(a.dataset).block(*SHAPES[a.K[0]])
     base = params_for(w, a)
     gammas = list(a.Gamma_km) if a.settings == "paper" else [g * w.cell for g in a.Gamma_cells]
-    rows, raw = [], []
+    rows: list[list[Any]] = []
+    raw: list[dict[str, Any]] = []
     for name, values, field in (("Gamma (km)", gammas, "Gamma"), ("table cell (km)", table_cells(a, w), "cell")):
         for v in values:
             if field == "Gamma" and v < base.gamma:
                 continue
-            P = params_for(w, a, **{field: v})
+            P = params_for(w, a, Gamma=v) if field == "Gamma" else params_for(w, a, cell=v)
             rs = [measure_round(run_round(w, P, users=a.users, seed=rep)) for rep in range(a.reps)]
             raw.extend({"varied": field, "value": v, **x} for x in rs)
             rows.append([name, v, _mean(np.mean(x["lr_set_sizes"]) for x in rs), _mean(x["lower_bound"] for x in rs),

@@ -27,12 +27,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from certdp.experiments.instances import data_dir
 
 from .._common import output_args, write_table
+
+if TYPE_CHECKING:
+    from certdp.views import BlockView
 
 DATA = data_dir() / "adult"
 FIG5_COLUMNS = ("age", "workclass", "education", "marital-status", "race", "sex", "hours-per-week")
@@ -46,21 +50,23 @@ SPECS = {PAPER: ("ripost", {"variant": "paper"}), IMPROVED: ("ripost", {"variant
          "hdmm": ("hdmm", {}), "dawa": ("dawa", {}), "privbayes": ("privbayes", {}), "mst": ("mst", {}),
          "aim": ("aim", {})}
 #: The ablation: Algorithms 1-3, then the improved variant's departures added one at a time.
-ABLATION = [("paper (Algorithms 1-3)", {"variant": "paper"}),
-            ("+ leaves take their path's rest", {"variant": "paper", "leaf_budget": "rest"}),
-            ("+ biased phase-2 test", {"variant": "paper", "leaf_budget": "rest", "phase2_test": "biased"}),
-            ("+ phase-2 cuts at midpoints", {"variant": "paper", "leaf_budget": "rest", "phase2_test": "biased",
-                                             "phase2_cuts": "midpoints"}),
-            ("+ PrivTree phase 1", {"variant": "paper", "leaf_budget": "rest", "phase2_test": "biased",
-                                    "phase2_cuts": "midpoints", "phase1": "privtree"}),
-            ("+ shares alpha 0.5, gamma 0.5, beta 0.9 (= improved)", {"variant": "improved"})]
+ABLATION: list[tuple[str, dict[str, Any]]] = [
+    ("paper (Algorithms 1-3)", {"variant": "paper"}),
+    ("+ leaves take their path's rest", {"variant": "paper", "leaf_budget": "rest"}),
+    ("+ biased phase-2 test", {"variant": "paper", "leaf_budget": "rest", "phase2_test": "biased"}),
+    ("+ phase-2 cuts at midpoints", {"variant": "paper", "leaf_budget": "rest", "phase2_test": "biased",
+                                     "phase2_cuts": "midpoints"}),
+    ("+ PrivTree phase 1", {"variant": "paper", "leaf_budget": "rest", "phase2_test": "biased",
+                            "phase2_cuts": "midpoints", "phase1": "privtree"}),
+    ("+ shares alpha 0.5, gamma 0.5, beta 0.9 (= improved)", {"variant": "improved"})]
 #: The improved variant with each departure taken back alone (is each one still worth it?).
-LEAVE_ONE_OUT = [("improved", {"variant": "improved"}),
-                 ("improved, fixed leaves", {"variant": "improved", "leaf_budget": "fixed"}),
-                 ("improved, Algorithm 2's phase-2 test", {"variant": "improved", "phase2_test": "series"}),
-                 ("improved, Algorithm 3 over every cut in phase 2", {"variant": "improved", "phase2_cuts": "all"}),
-                 ("improved, Algorithms 2-3 as phase 1", {"variant": "improved", "phase1": "paper"}),
-                 ("improved, the paper's shares", {"variant": "improved", "alpha": 0.3, "gamma": 0.9, "beta": 0.4})]
+LEAVE_ONE_OUT: list[tuple[str, dict[str, Any]]] = [
+    ("improved", {"variant": "improved"}),
+    ("improved, fixed leaves", {"variant": "improved", "leaf_budget": "fixed"}),
+    ("improved, Algorithm 2's phase-2 test", {"variant": "improved", "phase2_test": "series"}),
+    ("improved, Algorithm 3 over every cut in phase 2", {"variant": "improved", "phase2_cuts": "all"}),
+    ("improved, Algorithms 2-3 as phase 1", {"variant": "improved", "phase1": "paper"}),
+    ("improved, the paper's shares", {"variant": "improved", "alpha": 0.3, "gamma": 0.9, "beta": 0.4})]
 
 
 def provenance(labels=(PAPER, IMPROVED)) -> list[str]:
@@ -120,7 +126,7 @@ def figure5(a, df, doms):
     rng = np.random.default_rng(a.seed)
     labels = [PAPER, IMPROVED, *a.methods.split(",")]
     table, raw = [], []
-    per = {m: [] for m in labels}
+    per: dict[str, list[tuple[int, float, float]]] = {m: [] for m in labels}   # (columns, R-RMSE, seconds)
     for size in range(2, 7):
         combos = list(itertools.combinations(FIG5_COLUMNS, size))
         for ci in sorted(rng.choice(len(combos), size=min(a.sets, len(combos)), replace=False)):
@@ -192,7 +198,8 @@ def figure7_causes(a, df, doms):
     from certdp.views import Workload, adult, build_view, true_answers
 
     both = pd.concat([df, adult.read(DATA / "adult.test")], ignore_index=True)
-    table, raw = [], []
+    table: list[list[Any]] = []
+    raw: list[dict[str, Any]] = []
 
     def save():                                       # after each table: a run stopped early keeps it
         write_table("ripost_fig7_causes", f"Paper 004 Figure 7, causes: Adult 7 and 14 columns, eps {a.epsilon:g}, "
@@ -284,16 +291,26 @@ def figure15(a, df, doms):
 KINDS = ("ae_positive", "ae_positive_of_tested", "single_cell", "empty", "uniform")
 
 
+def block_view(t, method: str, eps: float, seed: int, **params: Any) -> BlockView:
+    """``build_view`` of a method whose view is a partition of the domain into blocks (RIPOST,
+    HDPView, PrivTree), the only views whose leaves these measures read."""
+    from certdp.views import BlockView, build_view
+
+    v = build_view(t, method, eps, seed, **params)
+    if not isinstance(v, BlockView):
+        raise TypeError(f"{method} does not partition the domain into blocks: its leaves cannot be measured")
+    return v
+
+
 def convergence(t, label, reps, seed, eps=0.1, **extra):
     """Mean leaf kinds (``leaf_kinds``) of ``reps`` builds of one labelled method, the sd of the
     AE > 0 share, and the mean number of leaves."""
     from certdp.experiments.views import leaf_kinds
-    from certdp.views import build_view
 
     method, params = SPECS[label]
     runs = []
     for r in range(reps):
-        v = build_view(t, method, eps, seed + r, **params, **extra)
+        v = block_view(t, method, eps, seed + r, **params, **extra)
         runs.append([*(leaf_kinds(v, t)[k] for k in KINDS), v.n_blocks])
     m = np.mean(runs, axis=0)
     return {**dict(zip(KINDS, m[:5])), "sd": float(np.std(np.asarray(runs)[:, 0])), "blocks": float(m[5])}
@@ -317,7 +334,8 @@ def figure3(a, df, doms):
 
     both = paper_rows(df)
     labels = (PAPER, IMPROVED, "hdpview", "privtree")
-    table, raw = [], {"main": [], "pairs": [], "readings": []}
+    table: list[list[Any]] = []
+    raw: dict[str, list[dict[str, Any]]] = {"main": [], "pairs": [], "readings": []}
     for data_name, frame in (("adult.data + adult.test", both), ("adult.data", df)):
         t = tensor_of(frame, doms, ("age", "hours-per-week"))
         for label in labels:
@@ -327,9 +345,10 @@ def figure3(a, df, doms):
                           *[f"{c[k]:.3f}" for k in KINDS[1:]], f"{c['blocks']:.0f}"])
             print(table[-1], flush=True)
     t = tensor_of(both, doms, ("age", "hours-per-week"))
-    readings = [("privtree", "fanout='binary' (halve one axis per split)", {"fanout": "binary"}, 0.1),
-                *[(PAPER, f"k = os = {k}", {"k": k, "os": k}, 0.1) for k in (1, 2, 8, 16)],
-                *[("privtree", f"epsilon {e:g}", {}, e) for e in (0.001, 0.003, 0.01, 0.03)]]
+    readings: list[tuple[str, str, dict[str, Any], float]] = [
+        ("privtree", "fanout='binary' (halve one axis per split)", {"fanout": "binary"}, 0.1),
+        *[(PAPER, f"k = os = {k}", {"k": k, "os": k}, 0.1) for k in (1, 2, 8, 16)],
+        *[("privtree", f"epsilon {e:g}", {}, e) for e in (0.001, 0.003, 0.01, 0.03)]]
     lines = []
     for label, what, extra, eps in readings:
         c = convergence(t, label, a.reps, a.seed, eps, **extra)
@@ -443,7 +462,9 @@ def scale(a, df, doms):
     from certdp.views import Workload, adult, build_view, rmse, true_answers
 
     both = pd.concat([df, adult.read(DATA / "adult.test")], ignore_index=True)
-    table, raw, ratios = [], [], {}
+    table: list[list[Any]] = []
+    raw: list[dict[str, Any]] = []
+    ratios: dict[float, list[float]] = {}   # epsilon -> the improved variant's seconds / the paper's
     alternatives = [("improved, 1 axis per split", {"split_axes": 1}),
                     ("improved, 3 axes per split", {"split_axes": 3})]
     if a.quadtree:
@@ -488,7 +509,7 @@ def scale(a, df, doms):
         t = tensor_of(both if with_test else df, doms, cols)
         w = Workload.random(t.shape, 3000, 2, np.random.default_rng(a.seed))
         tensors.append((name, t, w, true_answers(t, w)))
-    first_paper = {}                                 # eps -> the first table's first published build, s
+    first_paper: dict[float, float] = {}             # eps -> the first table's first published build, s
     for name, t, w, truth in tensors:
         for eps in (0.1, 1.0):
             for rep in range(a.reps):
@@ -509,7 +530,7 @@ def scale(a, df, doms):
 def decomposition(a, df, doms):
     """Where each method's error comes from (RMSE, exact leaf sums, leaf noise alone) and the
     convergence tests' Laplace scales by depth for both RIPOST variants."""
-    from certdp.views import Workload, build_view, true_answers
+    from certdp.views import Workload, true_answers
 
     t = tensor_of(df, doms, ("age", "hours-per-week"))
     w = Workload.random(t.shape, 3000, 2, np.random.default_rng(a.seed))
@@ -520,10 +541,11 @@ def decomposition(a, df, doms):
             method, params = SPECS[label]
             res, v = [], None
             for r in range(a.reps):
-                v = build_view(t, method, eps, a.seed + r, **params)
+                v = block_view(t, method, eps, a.seed + r, **params)
                 res.append((*decomposed_rmse(v, t, w, truth), v.n_blocks))
             table.append([eps, label, *np.mean(res, axis=0)])
             if method == "ripost":
+                assert v is not None   # main() asks for --reps >= 1
                 scales += [f"| {eps:g} | {label} | {n['phase']} | {n['depth']} | {n['test_laplace_scale']:.4g} | "
                            f"{n['split_epsilon']:.3g} |" for n in v.params["noise"] if n["depth"] in (1, 2, 5, 10, 20)]
             print(table[-1], flush=True)
@@ -552,6 +574,8 @@ def main() -> None:
     ap.add_argument("--tables", default=None, help="scale: which of SCALE_TABLES (indices, comma-separated; all by "
                     "default; the rule's alternatives run when the first is 0)")
     a = output_args(ap).parse_args()
+    if a.reps < 1:
+        ap.error("--reps must be at least 1")
     if not (DATA / "adult.data").is_file():
         print(f"skipped: the Adult data is not in {DATA}")
         return

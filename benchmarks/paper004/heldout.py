@@ -27,6 +27,7 @@ import itertools
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -118,7 +119,9 @@ def main() -> None:
         combos = list(itertools.combinations(cols, size))
         sets += [combos[i] for i in sorted(rng.choice(len(combos), size=a.sets, replace=False))]
     sets += [tuple(cols[:10]), tuple(cols[:16]), tuple(cols)]
-    table, raw, ratios = [], [], {}
+    table: list[list[Any]] = []
+    raw: list[dict[str, Any]] = []
+    ratios: dict[tuple[int | str, str], list[float]] = {}   # (columns, method) -> R-RMSE per set
 
     def save():
         groups = sorted({g for g, _ in ratios}, key=str)

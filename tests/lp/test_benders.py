@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_info
 
 from certdp import Status
 from certdp.lp.benders import BlockSolver, BlockSpec, MasterSpec, benders
@@ -136,6 +137,30 @@ def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull
     assert out.status is Status.OPTIMAL
     _check_run(lad, out, 1e-7)
     assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)
+
+
+def _blas_threads() -> list[int]:
+    return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+
+@settings(max_examples=10, suppress_health_check=[HealthCheck.too_slow])
+@given(ladders())
+def test_the_rounds_run_blas_on_one_thread_and_give_it_back(lad):
+    """Inside the rounds (where the repair callback runs, beside the block solves) BLAS runs on
+    one thread: a multithreaded BLAS call leaves OpenBLAS's workers spinning on a core the
+    HiGHS solves need. The process's own setting is back when the run ends."""
+    rng = np.random.default_rng(3)
+    before, inside = _blas_threads(), []
+
+    def repair(y: np.ndarray) -> np.ndarray:
+        inside.append(_blas_threads())
+        np.dot(rng.random(50_000), rng.random(50_000))   # a call OpenBLAS would spread over its threads
+        return y
+
+    out = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500, repair=repair)
+    assert out.status is Status.OPTIMAL
+    assert inside and all(t == [1] * len(before) for t in inside)
+    assert _blas_threads() == before
 
 
 @settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])

@@ -181,7 +181,7 @@ def _descendants() -> list[int]:
     where the kernel keeps children lists, else from psutil, which scans every process)."""
     me = os.getpid()
     if not os.path.exists(f"/proc/{me}/task/{me}/children"):
-        import psutil  # type: ignore[import-untyped]
+        import psutil
 
         return [p.pid for p in psutil.Process(me).children(recursive=True)]
     found: list[int] = []

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import process_time  # CPU seconds in the history; time.perf_counter is the deadlines clock
 from typing import Any, Protocol
@@ -34,6 +35,7 @@ import scipy.sparse as sp
 
 from ..progress import Progress, bounds_line, report
 from .bounds import drop_small_coefficients, lagrangian_affine, lagrangian_bound
+from .dense import single_threaded_blas
 from .highs import INF, HighsLP
 from .outcome import SolverLimitError, Status, relative_gap
 
@@ -464,6 +466,29 @@ def _point(master: MasterSpec, y: np.ndarray, results: Sequence[BlockResult]
     return float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), xs
 
 
+def _separate(m: BendersMaster, separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None]
+              | None, y: np.ndarray) -> int:
+    """Add the separator's valid inequalities violated at ``y`` to the master; how many."""
+    extra = None if separator is None else separator(y)
+    if extra is None or not extra[0].shape[0]:
+        return 0
+    m.add_master_rows(*extra)
+    return int(extra[0].shape[0])
+
+
+def _stop(g: float, gap: float, results: Sequence[BlockResult], added: bool, at_master: bool) -> Status | None:
+    """Why the rounds end after this one, or None: the gap is reached; a block ran out of
+    time; or nothing was added to the master at its own point (stalled, or failed when a
+    block failed)."""
+    if g <= gap:
+        return Status.OPTIMAL
+    if any(r.status == "time_limit" for r in results):
+        return Status.TIME_LIMIT
+    if not added and at_master:
+        return Status.FAILED if any(r.status == "failed" for r in results) else Status.STALLED
+    return None
+
+
 def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-2, max_iterations: int = 500,
             time_limit: float | None = None, runner: Runner | None = None, tolerance: float = 1e-9,
             progress: Progress | None = None, repair_runner: Runner | None = None,
@@ -479,7 +504,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
     every round (on their own models, ``repair_runner``, each hot-started from its own sequence
-    of points), their cuts join the master's and their value, if all feasible, is an upper bound.
+    of points, on a second thread while the runner solves the others), their cuts join the
+    master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
+    thread (:func:`certdp.lp.dense.single_threaded_blas`).
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
@@ -514,73 +541,71 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     def left() -> float | None:
         return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
 
-    try:
-        for it in range(1, max_iterations + 1):
-            if left() is not None and left() <= 0:
-                status, it = Status.TIME_LIMIT, it - 1
-                break
-            c_master = process_time()
-            try:
-                solved = m.solve(left())
-            except SolverLimitError:
-                status, it = Status.FAILED, it - 1
-                break
-            if solved is None:  # the master alone used up the time limit
-                status, it = Status.TIME_LIMIT, it - 1
-                break
-            (y_master, theta, lb_it, obj, t_master), c_master = solved, process_time() - c_master
-            lb, y = max(lb, lb_it), y_master
-            if core is not None and not kelley:
-                y = in_out * y_master + (1.0 - in_out) * core
-            t0, c_sub = time.perf_counter(), process_time()
-            results = run.solve_all(y, theta, left()) if blocks else []
-            cuts = _round_cuts(results, theta, y_master, couplings)
-            kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
-            if core is not None and results and all(r.feasible for r in results):
-                core = y
-            points = [_point(master, y, results)]
-            if points[0] is None and heuristic is not None:
-                points.append(heuristic(y, results))
-            if fixer is not None and repair is not None:
-                y_r = repair(y_master)
-                fixed = fixer.solve_all(y_r, theta, left())
-                cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
-                points.append(_point(master, y_r, fixed))
-            t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
-            for point in points:
-                if point is not None and point[0] < ub:
-                    ub, best_y, best_x = point[0], point[1], list(point[2])
-            if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
-                raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
-            g = relative_gap(ub, lb)
-            rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
-                   "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
-                   "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
-                   "elapsed": time.perf_counter() - t_start, "master_objective": obj,
-                   "blocks_failed": sum(r.status == "failed" for r in results)}
-            history.append(rec)
-            report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
-            m.add_cuts(cuts, couplings)
-            n_sep = 0
-            if separator is not None and g > gap:
-                extra = separator(y)
-                if extra is not None and extra[0].shape[0]:
-                    m.add_master_rows(*extra)
-                    n_sep = extra[0].shape[0]
-            rec["separated"] = n_sep
-            if g <= gap:
-                status = Status.OPTIMAL
-                break
-            if any(r.status == "time_limit" for r in results):
-                status = Status.TIME_LIMIT
-                break
-            if not cuts and not n_sep and y is y_master:
-                failed = any(r.status == "failed" for r in results)
-                status = Status.FAILED if failed else Status.STALLED   # (at the gap it would have stopped above)
-                break
-    finally:
-        for r, own in ((run, own_runner), (fixer, own_fixer)):
-            if own and r is not None:
-                r.close()
+    # the repair's blocks are separate HiGHS models, and HiGHS releases the GIL while it solves
+    beside = ThreadPoolExecutor(1) if fixer is not None else None
+    with single_threaded_blas():
+        try:
+            for it in range(1, max_iterations + 1):
+                if left() is not None and left() <= 0:
+                    status, it = Status.TIME_LIMIT, it - 1
+                    break
+                c_master = process_time()
+                try:
+                    solved = m.solve(left())
+                except SolverLimitError:
+                    status, it = Status.FAILED, it - 1
+                    break
+                if solved is None:  # the master alone used up the time limit
+                    status, it = Status.TIME_LIMIT, it - 1
+                    break
+                (y_master, theta, lb_it, obj, t_master), c_master = solved, process_time() - c_master
+                lb, y = max(lb, lb_it), y_master
+                if core is not None and not kelley:
+                    y = in_out * y_master + (1.0 - in_out) * core
+                t0, c_sub = time.perf_counter(), process_time()
+                repaired = None
+                if fixer is not None and beside is not None and repair is not None:
+                    y_r = repair(y_master)
+                    repaired = y_r, beside.submit(fixer.solve_all, y_r, theta, left())
+                results = run.solve_all(y, theta, left()) if blocks else []
+                cuts = _round_cuts(results, theta, y_master, couplings)
+                kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
+                if core is not None and results and all(r.feasible for r in results):
+                    core = y
+                points = [_point(master, y, results)]
+                if points[0] is None and heuristic is not None:
+                    points.append(heuristic(y, results))
+                if repaired is not None:
+                    fixed = repaired[1].result()
+                    cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
+                    points.append(_point(master, repaired[0], fixed))
+                t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
+                for point in points:
+                    if point is not None and point[0] < ub:
+                        ub, best_y, best_x = point[0], point[1], list(point[2])
+                if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
+                    raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
+                g = relative_gap(ub, lb)
+                assert g is not None   # lb is a number
+                rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
+                       "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
+                       "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
+                       "elapsed": time.perf_counter() - t_start, "master_objective": obj,
+                       "blocks_failed": sum(r.status == "failed" for r in results)}
+                history.append(rec)
+                report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
+                m.add_cuts(cuts, couplings)
+                n_sep = _separate(m, separator, y) if g > gap else 0
+                rec["separated"] = n_sep
+                stop = _stop(g, gap, results, bool(cuts or n_sep), y is y_master)
+                if stop is not None:
+                    status = stop
+                    break
+        finally:
+            if beside is not None:
+                beside.shutdown(cancel_futures=True)
+            for r, own in ((run, own_runner), (fixer, own_fixer)):
+                if own and r is not None:
+                    r.close()
     return BendersOutcome(status=status, y=best_y, x=best_x, upper_bound=ub, lower_bound=lb, iterations=it,
                           history=history, cuts=m.n_cuts, skipped_cuts=m.skipped)

@@ -21,11 +21,13 @@ import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg as sl
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,22 @@ class DenseLPResult:
 #: and in two halves side by side (:meth:`DenseColumns.gram`): below it a product takes under
 #: ~20 ms and neither pays for its overhead.
 _LARGE_FLOPS = 1e9
+
+_CONTROLLER: ThreadpoolController | None = None
+
+
+def single_threaded_blas() -> AbstractContextManager[Any]:
+    """A context in which BLAS runs on one thread, for solver loops whose own numpy work is
+    small (vector products, sparse products beside HiGHS solves). A multithreaded BLAS call
+    wakes OpenBLAS's worker threads, which then spin for their timeout (about 0.1 s) before
+    they sleep: a dot product of 37,000 entries once per Benders block solve kept a second core
+    busy for 40% of LR-Geo's CPU time on Sydney at paper 003's settings
+    (benchmarks/paper003/results/scale.md). The limit is process-wide (OpenBLAS has no other):
+    enter it from the thread that runs the loop, not from worker threads."""
+    global _CONTROLLER
+    if _CONTROLLER is None:   # inspecting the loaded libraries costs milliseconds: once
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
 
 
 class ColumnStore:
@@ -224,11 +242,11 @@ class DenseColumns:
         def off(top: np.ndarray, bottom: np.ndarray) -> None:
             top_right[...] += top @ bottom.T
 
+        assert pool is not None   # h > 0 only with a pool
         for start, B in self.blocks():
             W = w[start:start + B.shape[1]].astype(dtype)[None, :]
-            top, bottom = B[:h].astype(dtype, order="F"), B[h:].astype(dtype, order="F")
-            top *= W
-            bottom *= W
+            top = np.multiply(B[:h], W, dtype=dtype, order="F")
+            bottom = np.multiply(B[h:], W, dtype=dtype, order="F")
             for job in (pool.submit(diagonal, top, bottom), pool.submit(off, top, bottom)):
                 job.result()
         return M
@@ -380,7 +398,7 @@ def solve_dense_lp(R: np.ndarray | DenseColumns, g: np.ndarray, rhs: np.ndarray,
     R = R if isinstance(R, DenseColumns) else DenseColumns(R)
     if threads is None:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         if not large:
             return _solve(R, g, rhs, slack_costs, tol, max_iter, mixed, None)
         with ThreadPoolExecutor(max(1, min(2, int(threads)))) as pool:
@@ -440,10 +458,9 @@ def _solve(R: DenseColumns, g: np.ndarray, rhs: np.ndarray, slack_costs: tuple[n
     c = np.concatenate([g, cp, cm])
     n_all = c.size
 
-    # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one): when both run
-    # threads, each one's idle threads spin between its calls and take the cores from the other
-    # (docs/decisions.md#every-blas-call-of-the-dense-ipm-goes-to-one-library); R's products and
-    # normal equations are BLAS calls on R in place (DenseColumns)
+    # every BLAS call goes to scipy's OpenBLAS (numpy may load a second one), on one thread
+    # (docs/decisions.md#the-dense-ipm-runs-every-blas-call-on-one-thread-and-its-product-in-halves);
+    # R's products and normal equations are BLAS calls on R in place (DenseColumns)
 
     def A_mul(v: np.ndarray) -> np.ndarray:        # A v for v over [b, sp, sm]
         out = R.mul(v[:n])
