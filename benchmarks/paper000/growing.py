@@ -64,7 +64,7 @@ def parse_config(items: list[str]):
     return OutputsConfig(**values)
 
 
-def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config, conn,
+def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config_items: list[str], conn,
            src: str | None = None, rounds: int = 500) -> None:
     end_with_parent()
     import resource
@@ -72,6 +72,10 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
 
     if src:                                            # the baseline design: certdp from SRC
         sys.path.insert(0, src)
+    # the configuration travels as text and is built here, from the certdp this run imports:
+    # an OutputsConfig sent from the parent would import the parent's certdp before SRC, and
+    # carry this design's defaults into the baseline's run
+    config = parse_config(config_items) if config_items else None
 
     from certdp import solve
     from certdp.experiments.instances import growing
@@ -96,6 +100,7 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
                "audit": isinstance(res.mechanism, Mechanism) and bool(res.mechanism.verification.passed),
                "candidates": {k: v for k, v in res.stats.items()
                               if k.endswith(("_tried", "_best", "_failed", "_given_up"))},
+               "config": res.stats.get("config"), "certdp": sys.modules["certdp"].__file__,
                **{f"{k}_seconds": float(v) for k, v in res.timings.items() if k != "total"},
                **{f"{p}_cpu": float(sum(r.get(f"{p}_cpu", 0.0) for r in h)) for p in PARTS},
                **{f"{p}_peak_mb": float(max((r.get(f"{p}_peak_mb", 0.0) for r in h), default=0.0)) for p in PARTS},
@@ -111,7 +116,8 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
         conn.send({"status": f"error: {type(exc).__name__}: {exc}"})
 
 
-def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jobs: int, rounds: int = 500):
+def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config_items: list[str], jobs: int,
+            rounds: int = 500):
     """Yield each run's record as it ends, ``jobs`` solves at a time (one process each); a key
     is ``(network, N, box, design, src)``."""
     import multiprocessing as mp
@@ -126,7 +132,8 @@ def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config, jo
             network, n, box, design, src = todo.pop(0)
             print(f"{network} N={n} box {box} {design} ...", flush=True)
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config, send, src, rounds))
+            proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config_items, send, src,
+                                                    rounds))
             proc.start()
             send.close()   # the child holds the only writing end: its death reads as the end of the pipe
             live[recv] = (proc, network, n, box, design, time.monotonic())
@@ -276,7 +283,7 @@ def main() -> None:
     ap.add_argument("--config", dest="config_items", nargs="*", default=[], metavar="KEY=VALUE",
                     help="OutputsConfig fields to change")
     a = output_args(ap).parse_args()
-    config = parse_config(a.config_items)
+    parse_config(a.config_items)                       # a bad field fails here, before any run
     if a.tables_from:
         import json
 
@@ -294,7 +301,7 @@ def main() -> None:
     raw: list[dict] = []
     designs = [("this", None)] + ([("baseline", str(Path(a.baseline).resolve()))] if a.baseline else [])
     keys = [(network, n, box, *d) for n in a.sizes for network in networks for box in a.boxes for d in designs]
-    for r in run_all(keys, a.cap, a.gap, a.executor, config, a.jobs, a.rounds):
+    for r in run_all(keys, a.cap, a.gap, a.executor, a.config_items, a.jobs, a.rounds):
         raw.append(r)
         print(r["network"], r["n"], r["box"], {k: r.get(k) for k in ("status", "rounds", "seconds", "cpu_seconds",
                                                                     "gap", "peak_mb")}, flush=True)

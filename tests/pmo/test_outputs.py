@@ -332,10 +332,11 @@ def test_bad_options(kw, match):
 
 
 def test_rebalanced_master_matrix_is_used_and_stays_exact(monkeypatch):
-    # high-dimensional points with a dense mDP graph, like the word vectors: there the free
-    # master's exact cover lags, and the row-rebalanced stabilised matrix gives the bound
+    # high-dimensional points with a dense mDP graph, like the word vectors: there a hard
+    # elastic master's exact cover lags, and the row-rebalanced stabilised matrix gives the bound
     import certdp.pmo.outputs.incumbent as po
-    no_fill = OutputsConfig(fill_after=10**9)     # the filled master would otherwise give the bound first
+    # the filled master would otherwise give the bound first, and a softer elastic master's repair
+    no_fill = OutputsConfig(fill_after=10**9, elastic_width=1000.0)
     calls = []
     envelope = po.mdp_envelope
     monkeypatch.setattr(po, "mdp_envelope", lambda *a, **kw: calls.append(1) or envelope(*a, **kw))
@@ -355,12 +356,17 @@ def _word_like_space():
     return build_space(gaussian(60, 12, seed=5), epsilon=0.35, eta=6.0, n_outputs=12, cost="distance", seed=6)
 
 
+#: On the word-like case a hard elastic master's cover leans on the all-ones columns (a softer
+#: one's repair covers the rows there, and the filled master is not needed).
+HARD = 1000.0
+
+
 def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_columns(tmp_path):
     # points like word vectors: the priced columns do not combine into an exact cover, so the
     # free master keeps the all-ones columns, and the filled master gives the bound
     space = _word_like_space()
     optimum = solve(space).upper_bound
-    res = solve_outputs(space, gap=1e-3)
+    res = solve_outputs(space, gap=1e-3, config=OutputsConfig(elastic_width=HARD))
     assert res.stats["filled_tried"] >= 1 and res.stats["filled_best"] >= 1
     assert res.status == "optimal" and res.gap <= 1e-3
     assert res.mechanism.verification.passed
@@ -371,7 +377,7 @@ def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_colu
     check_save_load(m, tmp_path)
     check_sampling(m)
     # without it the same rounds certify less: the fill beat every other candidate somewhere
-    without = solve_outputs(space, gap=1e-3, config=OutputsConfig(fill_after=10**9))
+    without = solve_outputs(space, gap=1e-3, config=OutputsConfig(fill_after=10**9, elastic_width=HARD))
     assert without.stats["filled_tried"] == 0
     ahead = [w["upper_bound"] / f["upper_bound"] - 1 for f, w in zip(res.history, without.history)]
     assert max(ahead) > 1e-3 and min(ahead) > -1e-9
@@ -379,7 +385,7 @@ def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_colu
 
 def test_a_filled_master_that_gives_up_is_not_tried_again():
     # every solve stops at its first iteration
-    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_iterations=1e-9))
+    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_iterations=1e-9, elastic_width=HARD))
     assert res.stats["filled_tried"] == 1 and res.stats["filled_given_up"] == 1
     assert res.stats["filled_best"] == 0
     assert res.status == "optimal" and res.mechanism.verification.passed
@@ -387,7 +393,7 @@ def test_a_filled_master_that_gives_up_is_not_tried_again():
 
 def test_the_filled_master_waits_for_a_constant_mechanism_near_the_bound():
     # no constant mechanism costs no more than the lower bound here: none is near enough
-    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_near=0.0))
+    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_near=0.0, elastic_width=HARD))
     assert res.stats["filled_tried"] == 0
 
 
@@ -420,7 +426,7 @@ def test_the_filled_master_solves_its_whole_lp_and_returns_a_mechanism(monkeypat
 
     monkeypatch.setattr(po, "FilledMaster", Recording)
     space = _word_like_space()
-    solve_outputs(space, gap=1e-3)
+    solve_outputs(space, gap=1e-3, config=OutputsConfig(elastic_width=HARD))
     assert len(made) == 1 and len(made[0].columns) >= 2
     A, fill_cost, k0, K, tol = made[0].args
     fm = FilledMaster(A, fill_cost, k0, K, tol)
@@ -515,6 +521,32 @@ def test_when_the_repair_gives_up_the_exact_free_master_stands_in(case, monkeypa
     assert res.status == "optimal" and res.mechanism.verification.passed
     assert optimum * (1 - 1e-7) <= res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
 
+
+def test_a_failed_repair_hardens_the_elastic_master_for_the_rest_of_the_run(case, monkeypatch):
+    """After a repair fails, every later elastic master prices its slack ELASTIC_HARDEN times
+    higher (it leaves fewer rows off 1 for the repair); the run still reaches the optimum."""
+    import certdp.pmo.outputs.incumbent as po
+    from certdp.pmo.outputs.config import ELASTIC_HARDEN
+    from certdp.pmo.outputs.master import ColumnMaster
+    widths, outcomes = [], iter([False, True, False])
+    solve_master, repair = ColumnMaster.solve, po.repair_rows
+
+    def recording(self, box=True, elastic=None, tol=1e-8):
+        if elastic is not None:
+            widths.append(np.asarray(elastic[1]).copy())
+        return solve_master(self, box=box, elastic=elastic, tol=tol)
+
+    def sometimes(*args, **kwargs):
+        return repair(*args, **kwargs) if next(outcomes, True) else None
+    monkeypatch.setattr(ColumnMaster, "solve", recording)
+    monkeypatch.setattr(po, "repair_rows", sometimes)
+    space, optimum = case
+    res = solve_outputs(space, gap=1e-4, config=OutputsConfig(upper_every=1))
+    assert res.stats["repaired_failed"] >= 1 and len(widths) >= 3
+    factors = [float(np.max(b / a)) for a, b in zip(widths, widths[1:])]
+    assert factors[0] == pytest.approx(ELASTIC_HARDEN) and factors[1] == pytest.approx(1.0)
+    assert res.status == "optimal" and res.mechanism.verification.passed
+    assert res.upper_bound <= optimum * (1 + 1e-4) + 1e-12
 
 def test_a_failed_repair_is_retried_at_the_next_step_then_backs_off():
     """Upper steps are ``upper_every`` rounds apart: a first failure is retried at the next

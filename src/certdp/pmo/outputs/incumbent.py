@@ -32,7 +32,7 @@ from ...certify import certify
 from ...lp.dense import ColumnStore
 from ...space import Space
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
-from .config import EXACT_TOLERANCE, FREE_COLUMNS, REBALANCE_SLACK, OutputsConfig
+from .config import ELASTIC_HARDEN, EXACT_TOLERANCE, FREE_COLUMNS, REBALANCE_SLACK, REPAIR_SHARE, OutputsConfig
 from .master import ColumnMaster, FilledMaster
 
 
@@ -90,6 +90,7 @@ class Incumbent:
         self.seconds = {"free": 0.0, "cert": 0.0}
         self.rebalance = Backoff()
         self.repair = Backoff()
+        self.elastic_width = config.elastic_width     # hardened by each failed repair
         self.counts = {"rebalanced_tried": 0, "rebalanced_best": 0, "repaired_tried": 0, "repaired_best": 0,
                        "repaired_failed": 0, "filled_tried": 0, "filled_best": 0, "filled_given_up": 0}
 
@@ -134,19 +135,21 @@ class Incumbent:
         return f.duals, f.weights
 
     def solve_elastic(self, lam: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """The elastic free master around ``lam`` (slack prices ``elastic_width`` x ``delta``),
-        its rows whose sums are off 1 re-solved by :func:`repair_rows`, certified; its duals
-        and weights, or None if the repair failed."""
-        e = self.free.solve(elastic=(lam, self.config.elastic_width * delta), tol=EXACT_TOLERANCE)
+        """The elastic free master around ``lam`` (slack prices the current elastic width x
+        ``delta``), its rows whose sums are off 1 re-solved by :func:`repair_rows` (given up
+        past ``REPAIR_SHARE`` of the records), certified; its duals and weights, or None if the
+        repair failed (the width then grows ``ELASTIC_HARDEN`` times for the rest of the run)."""
+        e = self.free.solve(elastic=(lam, self.elastic_width * delta), tol=EXACT_TOLERANCE)
         self.seconds["free"] += e.seconds
         t0 = time.perf_counter()
         Z = repair_rows(mdp_lift(self.free.matrix(e.weights, self.K), self.eps, self.edges, self.dist), self.C,
-                        self.eps, self.edges, self.dist)
+                        self.eps, self.edges, self.dist, max_rows=int(REPAIR_SHARE * self.free.n))
         self.seconds["cert"] += time.perf_counter() - t0
         self.counts["repaired_tried"] += 1
         if Z is None:
             self.counts["repaired_failed"] += 1
             self.repair.failed()
+            self.elastic_width *= ELASTIC_HARDEN
             return None
         self.repair.succeeded()
         if self.certified(Z):

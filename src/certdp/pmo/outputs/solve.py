@@ -59,7 +59,7 @@ except ImportError:   # not on Windows: the rounds then record no peak memory
 import numpy as np
 
 from ...graph import MDPGraph
-from ...lp.dense import ColumnStore
+from ...lp.dense import ColumnStore, single_threaded_blas
 from ...lp.executors import EXECUTORS, start_worker_server
 from ...lp.outcome import Status, relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
@@ -237,7 +237,11 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     t_build = time.perf_counter() - t_start
     history: list[dict[str, Any]] = []
     try:
-        status, it = _rounds(loop, gap, max_iterations, time_limit, t_start, history, progress)
+        # the rounds' own numpy work is small products beside HiGHS solves and the dense
+        # masters (which limit BLAS themselves): on one BLAS thread, no worker threads spin
+        # after each call and take a core from the pricing threads
+        with single_threaded_blas():
+            status, it = _rounds(loop, gap, max_iterations, time_limit, t_start, history, progress)
     finally:
         loop.pricer.close()
     return _result(loop, space, status, it, history, workers, t_start, t_build, gap)
