@@ -18,9 +18,10 @@ vectors, where the screening (``SCREEN_SHARE``) and the filled master act
 ``upper_every`` and ``working_set_from`` on the road networks at 500 records, ``gap_share``
 (x0.5: 33 rounds against 29) and ``working_set_batch`` (x2: 12% more CPU seconds) on
 Helsinki at 1,000, ``fill_when`` and ``productive_share`` on word vectors (x2: 64 rounds
-against 22, and 23% fewer CPU seconds), ``fill_after`` the rounds there (29 against 22);
-``master_tolerance``, ``columns`` and ``elastic_width`` did not move the road networks and
-were set on grid and Gaussian data, where they moved the rounds, which these tables do not
+against 22, and 23% fewer CPU seconds), ``fill_after`` the rounds there (29 against 22),
+``elastic_width`` the rounds on the road networks at 2,000 records (x10: 26-43 rounds against
+23-53, ``results/growing_2000_elastic1000.md``); ``master_tolerance`` and ``columns`` did not
+move the road networks and were set on grid and Gaussian data, where they moved the rounds, which these tables do not
 cover; ``fill_near`` and ``fill_iterations`` did not move text-500 and stay as the filled
 master's gate and give-up, which its tests drive.
 """
@@ -93,11 +94,11 @@ class OutputsConfig:
             the stabilisation box's half-width, until a repair fails (then ``ELASTIC_HARDEN``
             times as much, for the rest of the run). A softer elastic master leaves more rows
             off 1 for the repair to re-solve exactly, which lowers the certified cost, as long
-            as the repair succeeds. 100: against 1,000, the road networks at 2,000 records took
-            23 rounds against 33 (the city), 34 against 40-43 (Sydney), 52 against 61
-            (Helsinki) and 27 against 24-27 (Gold Coast), with every repair succeeding
-            (``results/elastic_2000.md``); at 500 records every kind stays within the defaults'
-            spread (``results/sensitivity_elastic.md``).
+            as the repair succeeds. 100: against 1,000, box 0 of the road networks at 2,000
+            records took 23 rounds against 33 (the city), 34 against 43 (Sydney), 53 against 57
+            (Helsinki) and 27 against 26 (Gold Coast) (``results/growing_2000.md``,
+            ``results/growing_2000_elastic1000.md``); at 500 records every kind stays within
+            the defaults' spread (``results/sensitivity_elastic.md``).
         fill_when: the free master's cover *leans on* its all-ones columns when they cover the
             rows this much on average (the priced points do not combine into an exact cover).
         fill_after: the filled free master is solved once the free master's cover has leaned on
