@@ -500,7 +500,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
     the round's point (the one the blocks were solved at: the in-out point when there is a
-    ``core``, whose violations are the master's point's scaled by ``in_out``, since the core is
+    ``core``, where a violation is at most ``in_out`` times the master point's, since the core is
     feasible); they are added to the master (the lower bound stays valid because
     the inequalities hold for every feasible point of the full problem). ``heuristic`` is asked
     for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
