@@ -499,10 +499,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
-    the round's point (the one the blocks were solved at: the in-out point when there is a
-    ``core``, where a violation is at most ``in_out`` times the master point's, since the core is
-    feasible); they are added to the master (the lower bound stays valid because
-    the inequalities hold for every feasible point of the full problem). ``heuristic`` is asked
+    the round's point (the in-out point with a ``core``); they are added to the master (the
+    lower bound stays valid: they hold for every feasible point). ``heuristic`` is asked
     for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
     every round (on their own models, ``repair_runner``, each hot-started from its own sequence
