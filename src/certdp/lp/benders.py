@@ -438,6 +438,39 @@ class BendersMaster:
         return x[: self.ny], x[self.ny:], lb, sol.objective, time.perf_counter() - t0
 
 
+    def point_within(self, lo: np.ndarray, up: np.ndarray, time_limit: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """The master's optimum with ``y`` kept in ``[lo, up]`` (within its own bounds): ``(y,
+        theta, seconds)``, or None when HiGHS did not end optimal (the time ran out, or it
+        failed). The live model gets its own bounds back after."""
+        t0 = time.perf_counter()
+        cols = np.arange(self.ny)
+        self.model.set_col_bounds(cols, np.maximum(self.col_lo[: self.ny], lo), np.minimum(self.col_up[: self.ny], up))
+        self.model.set_time_limit(time_limit)
+        try:
+            sol = self.model.solve()
+        finally:
+            self.model.set_col_bounds(cols, self.col_lo[: self.ny], self.col_up[: self.ny])
+        if sol.status != "optimal" or sol.x is None:
+            return None
+        return sol.x[: self.ny], sol.x[self.ny:], time.perf_counter() - t0
+
+
+def _master_point(m: BendersMaster, core: np.ndarray | None, trust: float | None, time_limit: float | None
+                  ) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
+    """The master's solution (:meth:`BendersMaster.solve`), its point moved into the box
+    ``[core / (1 + trust), core (1 + trust)]`` when both are given: the lower bound and the
+    objective stay the whole master's."""
+    solved = m.solve(time_limit)
+    if solved is None or core is None or trust is None:
+        return solved
+    a, b = core / (1.0 + trust), core * (1.0 + trust)
+    near = m.point_within(np.minimum(a, b), np.maximum(a, b), time_limit)
+    if near is None:
+        return solved
+    return near[0], near[1], solved[2], solved[3], solved[4] + near[2]
+
+
 Heuristic = Callable[[np.ndarray, Sequence[BlockResult]], tuple[float, np.ndarray, list[np.ndarray]] | None]
 """A primal heuristic: from the master's ``y`` and the blocks' answers, a feasible point
 ``(value, y, xs)`` of the whole problem, or None."""
@@ -495,33 +528,34 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
             start: tuple[float, np.ndarray, list[np.ndarray]] | None = None, crossing: float = 0.0,
-            clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None) -> BendersOutcome:
+            clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None,
+            trust: float | None = None) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
-    the round's point (the in-out point with a ``core``); they are added to the master (the
-    lower bound stays valid: they hold for every feasible point). ``heuristic`` is asked
-    for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
+    the round's point (the in-out point with a ``core``), added to the master. ``heuristic`` is
+    asked for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
-    every round (on their own models, ``repair_runner``, each hot-started from its own sequence
-    of points, on a second thread while the runner solves the others), their cuts join the
-    master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
+    every round (on their own models, ``repair_runner``, on a second thread), their cuts join
+    the master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
     thread (:func:`certdp.lp.dense.single_threaded_blas`).
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
     Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017); when that cut does not cut off
     the master's point, the next round separates at the master's y itself. The core moves to
-    each point where every block was feasible (docs/lrgeo.md: why); the answers there are upper bounds. ``start`` is a known feasible point ``(value, y, xs)``: the
-    first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
+    each point where every block was feasible (docs/lrgeo.md: why); the answers there are upper bounds. With
+    ``trust`` too, the master's point is its optimum within ``[core / (1 + trust), core (1 +
+    trust)]`` (the bound stays the whole master's), so it does not jump to the master's
+    vertices (docs/lrgeo.md). ``start``: a known feasible point ``(value, y, xs)``, the first
+    upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
-    rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration, up to
-    ``crossing`` times the upper bound when the caller's upper bounds are the values of the
-    blocks' solutions as HiGHS returns them, feasible only to its tolerances (0 when they are
-    certified, as PMO's are), besides 1e-7 for rounding. When
-    HiGHS fails on the master or a block with every algorithm, the status is 'failed' and the
-    best bounds so far are returned.
+    rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to
+    ``crossing`` times the upper bound when the upper bounds are the blocks' solutions as HiGHS
+    returns them, feasible to its tolerances (0 when certified, as PMO's are), plus 1e-7. When
+    HiGHS fails on the master or a block with every algorithm, the status is 'failed' with the
+    best bounds so far.
     """
     t_start = time.perf_counter()
     own_runner, own_fixer = runner is None, repair is not None and repair_runner is None and bool(blocks)
@@ -538,8 +572,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     status, it, kelley = Status.ITERATION_LIMIT, 0, False
     core = None if core is None else np.asarray(core, dtype=np.float64).copy()
 
-    def left() -> float | None:
-        return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+    def left() -> float | None: return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
 
     # the repair's blocks are separate HiGHS models, and HiGHS releases the GIL while it solves
     beside = ThreadPoolExecutor(1) if fixer is not None else None
@@ -551,7 +584,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     break
                 c_master = process_time()
                 try:
-                    solved = m.solve(left())
+                    solved = _master_point(m, core, trust, left())
                 except SolverLimitError:
                     status, it = Status.FAILED, it - 1
                     break
