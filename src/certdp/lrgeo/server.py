@@ -289,12 +289,13 @@ def floor_repair(blocks: list[UserBlock], H: np.ndarray):
 
 
 TRUST = 1.0
-"""The Benders master's point is kept within a factor ``1 + TRUST`` of the in-out core, every u
-above 0 (:func:`certdp.lp.benders.benders`'s ``trust``). Unrestricted, the master's point is a
-vertex whose u are above 0 only where cuts pin them: on the Gold Coast at the paper's settings
-(4 users) 1,410 of the 1,600 u were at 0 at round 66, the pinned ones growing by 4-5 a round,
-and the gap stalled at 0.49% (docs/lrgeo.md). A factor of 2 either way was set before any run,
-not tuned."""
+"""The Benders master's point is kept in a box about the in-out core, at first and at least
+within a factor ``1 + TRUST`` of it, every u above 0 (:func:`certdp.lp.benders.benders`'s
+``trust``; the box grows after rounds that improve the upper bound). Unrestricted, the master's
+point is a vertex whose u are above 0 only where cuts pin them: on the Gold Coast at the
+paper's settings (4 users) 1,410 of the 1,600 u were at 0 at round 66, the pinned ones growing
+by 4-5 a round, and the gap stalled at 0.49% (docs/lrgeo.md). The factor 2 was set before any
+run, not tuned."""
 
 
 UB_CROSSING = 1e-2
