@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_info
 
@@ -122,18 +122,21 @@ def test_benders_reaches_the_optimum_that_highs_gives_directly(lad):
     assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
-@given(ladders(), st.sampled_from([0.2, 0.5, 1.0]), st.floats(0.0, 1.0))
-def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull):
-    """Stabilised at a core where every block is feasible, and solving the blocks also at a
-    repaired point (here the master's point pulled towards the core, feasible or not), the run
-    reaches the LP's optimum with ordered bounds, and its upper bound is a point of the LP."""
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(ladders(), st.sampled_from([0.2, 0.5, 1.0]), st.floats(0.0, 1.0), st.sampled_from([None, 0.5, 1.0]))
+def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull, trust):
+    """Stabilised at a core where every block is feasible, solving the blocks also at a
+    repaired point (here the master's point pulled towards the core, feasible or not), and
+    with the master's point kept in a trust box about the core, the run reaches the LP's
+    optimum with ordered bounds, and its upper bound is a point of the LP."""
     core = lad.inner
+    assume(trust is None or bool(np.all(core > 0)))
 
     def repair(y: np.ndarray) -> np.ndarray:
         return (1.0 - pull) * y + pull * core
 
-    out = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500, core=core, in_out=in_out, repair=repair)
+    out = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500, core=core, in_out=in_out, repair=repair,
+                  trust=trust)
     assert out.status is Status.OPTIMAL
     _check_run(lad, out, 1e-7)
     assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)

@@ -438,6 +438,56 @@ class BendersMaster:
         return x[: self.ny], x[self.ny:], lb, sol.objective, time.perf_counter() - t0
 
 
+    def point_within(self, lo: np.ndarray, up: np.ndarray, time_limit: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+        """The master's optimum with ``y`` kept in ``[lo, up]`` (within its own bounds): ``(y,
+        theta, seconds, objective)``, or None when HiGHS did not end optimal (the time ran out, or it
+        failed). The live model gets its own bounds back after."""
+        t0 = time.perf_counter()
+        cols = np.arange(self.ny)
+        self.model.set_col_bounds(cols, np.maximum(self.col_lo[: self.ny], lo), np.minimum(self.col_up[: self.ny], up))
+        self.model.set_time_limit(time_limit)
+        try:
+            sol = self.model.solve()
+        finally:
+            self.model.set_col_bounds(cols, self.col_lo[: self.ny], self.col_up[: self.ny])
+        if sol.status != "optimal" or sol.x is None:
+            return None
+        return sol.x[: self.ny], sol.x[self.ny:], time.perf_counter() - t0, float(sol.objective)
+
+
+def _master_point(m: BendersMaster, core: np.ndarray | None, trust: float | None, time_limit: float | None
+                  ) -> tuple[np.ndarray, np.ndarray, float, float, float, bool] | None:
+    """The master's solution (:meth:`BendersMaster.solve`), its point moved into the box
+    ``[core / (1 + trust), core (1 + trust)]`` when both are given: the lower bound and the
+    objective stay the whole master's; the last item says whether the box held the master's
+    objective up (then its point is not the master's own)."""
+    solved = m.solve(time_limit)
+    if solved is None or core is None or trust is None:
+        return None if solved is None else (*solved, False)
+    a, b = core / (1.0 + trust), core * (1.0 + trust)
+    near = m.point_within(np.minimum(a, b), np.maximum(a, b), time_limit)
+    if near is None:
+        return (*solved, False)
+    binding = near[3] > solved[3] + 1e-9 * max(1.0, abs(solved[3]))
+    return near[0], near[1], solved[2], solved[3], solved[4] + near[2], binding
+
+
+def _check_order(lb: float, ub: float, crossing: float) -> None:
+    """Raise when the lower bound passes the upper one by more than rounding and ``crossing``."""
+    if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
+        raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
+
+
+def _next_box(box: float | None, trust: float | None, grow: bool) -> float | None:
+    """The trust box's next factor: doubled after a round that improved the upper bound or
+    whose restricted point no cut cut off (the box holds the master back), else halved down to
+    ``trust``."""
+    if box is None or trust is None:
+        return None
+    return box * 2.0 if grow else max(trust, box / 2.0)
+
+
 Heuristic = Callable[[np.ndarray, Sequence[BlockResult]], tuple[float, np.ndarray, list[np.ndarray]] | None]
 """A primal heuristic: from the master's ``y`` and the blocks' answers, a feasible point
 ``(value, y, xs)`` of the whole problem, or None."""
@@ -495,33 +545,34 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None] | None = None,
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
             start: tuple[float, np.ndarray, list[np.ndarray]] | None = None, crossing: float = 0.0,
-            clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None) -> BendersOutcome:
+            clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None,
+            trust: float | None = None) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
-    the round's point (the in-out point with a ``core``); they are added to the master (the
-    lower bound stays valid: they hold for every feasible point). ``heuristic`` is asked
-    for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
+    the round's point (the in-out point with a ``core``), added to the master. ``heuristic`` is
+    asked for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
-    every round (on their own models, ``repair_runner``, each hot-started from its own sequence
-    of points, on a second thread while the runner solves the others), their cuts join the
-    master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
+    every round (on their own models, ``repair_runner``, on a second thread), their cuts join
+    the master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
     thread (:func:`certdp.lp.dense.single_threaded_blas`).
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
     Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017); when that cut does not cut off
     the master's point, the next round separates at the master's y itself. The core moves to
-    each point where every block was feasible (docs/lrgeo.md: why); the answers there are upper bounds. ``start`` is a known feasible point ``(value, y, xs)``: the
-    first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
+    each point where every block was feasible (docs/lrgeo.md: why); the answers there are upper bounds. With
+    ``trust`` too, the master's point is its optimum within ``[core / (1 + b), core (1 + b)]``
+    (the bound stays the whole master's), so it does not jump to the master's vertices
+    (docs/lrgeo.md); ``b`` starts at ``trust``, doubles after each round that improved the
+    upper bound or whose restricted point nothing cut, and halves, down to ``trust``, after
+    the others; a stall is declared at the master's own point only. The core must be positive. ``start``: a known feasible point ``(value, y, xs)``, the first
+    upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
-    rigorous lower bound. ``lower_bound <= upper_bound`` is asserted at every iteration, up to
-    ``crossing`` times the upper bound when the caller's upper bounds are the values of the
-    blocks' solutions as HiGHS returns them, feasible only to its tolerances (0 when they are
-    certified, as PMO's are), besides 1e-7 for rounding. When
-    HiGHS fails on the master or a block with every algorithm, the status is 'failed' and the
-    best bounds so far are returned.
+    rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
+    ``crossing`` times the upper bound (for upper bounds feasible to HiGHS's tolerances only; 0
+    when certified, as PMO's are). When HiGHS fails with every algorithm: 'failed', best bounds.
     """
     t_start = time.perf_counter()
     own_runner, own_fixer = runner is None, repair is not None and repair_runner is None and bool(blocks)
@@ -535,11 +586,10 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status, it, kelley = Status.ITERATION_LIMIT, 0, False
+    status, it, kelley, box = Status.ITERATION_LIMIT, 0, False, trust
     core = None if core is None else np.asarray(core, dtype=np.float64).copy()
 
-    def left() -> float | None:
-        return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+    def left() -> float | None: return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
 
     # the repair's blocks are separate HiGHS models, and HiGHS releases the GIL while it solves
     beside = ThreadPoolExecutor(1) if fixer is not None else None
@@ -551,14 +601,14 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     break
                 c_master = process_time()
                 try:
-                    solved = m.solve(left())
+                    solved = _master_point(m, core, box, left())
                 except SolverLimitError:
                     status, it = Status.FAILED, it - 1
                     break
                 if solved is None:  # the master alone used up the time limit
                     status, it = Status.TIME_LIMIT, it - 1
                     break
-                (y_master, theta, lb_it, obj, t_master), c_master = solved, process_time() - c_master
+                (y_master, theta, lb_it, obj, t_master, binding), c_master = solved, process_time() - c_master
                 lb, y = max(lb, lb_it), y_master
                 if core is not None and not kelley:
                     y = in_out * y_master + (1.0 - in_out) * core
@@ -570,21 +620,20 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 results = run.solve_all(y, theta, left()) if blocks else []
                 cuts = _round_cuts(results, theta, y_master, couplings)
                 kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
-                if core is not None and results and all(r.feasible for r in results):
-                    core = y
+                core = y if core is not None and results and all(r.feasible for r in results) else core
                 points = [_point(master, y, results)]
-                if points[0] is None and heuristic is not None:
-                    points.append(heuristic(y, results))
+                points += [heuristic(y, results)] if points[0] is None and heuristic is not None else []
                 if repaired is not None:
                     fixed = repaired[1].result()
                     cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
                     points.append(_point(master, repaired[0], fixed))
                 t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
-                for point in points:
-                    if point is not None and point[0] < ub:
-                        ub, best_y, best_x = point[0], point[1], list(point[2])
-                if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
-                    raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
+                best: tuple[float, np.ndarray | None, list] = min((p for p in points if p is not None),
+                                                                   key=lambda p: p[0], default=(ub, None, []))
+                box = _next_box(box, trust, best[0] < ub or (binding and not cuts))
+                if best[0] < ub:
+                    ub, best_y, best_x = best[0], best[1], list(best[2])
+                _check_order(lb, ub, crossing)
                 g = relative_gap(ub, lb)
                 assert g is not None   # lb is a number
                 rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
@@ -597,7 +646,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 m.add_cuts(cuts, couplings)
                 n_sep = _separate(m, separator, y) if g > gap else 0
                 rec["separated"] = n_sep
-                stop = _stop(g, gap, results, bool(cuts or n_sep), y is y_master)
+                stop = _stop(g, gap, results, bool(cuts or n_sep), y is y_master and not binding)
                 if stop is not None:
                     status = stop
                     break

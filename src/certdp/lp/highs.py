@@ -314,6 +314,15 @@ class HighsLP:
         if st == highspy.HighsStatus.kError:
             raise SolverLimitError("HiGHS rejected the row bound change")
 
+    def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Change the bounds of the given columns (the model and basis are kept)."""
+        cols = np.ascontiguousarray(cols, dtype=np.int32)
+        st = self.h.changeColsBounds(int(len(cols)), cols,
+                                     np.ascontiguousarray(lower, dtype=np.float64),
+                                     np.ascontiguousarray(upper, dtype=np.float64))
+        if st == highspy.HighsStatus.kError:
+            raise SolverLimitError("HiGHS rejected the column bound change")
+
     def set_option(self, name: str, value: bool | float | str) -> None:
         """Set a HiGHS option on the live model."""
         self.h.setOptionValue(name, value)
