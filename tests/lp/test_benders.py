@@ -142,6 +142,19 @@ def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull
     assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)
 
 
+@settings(max_examples=5, suppress_health_check=[HealthCheck.too_slow])
+@given(ladders())
+def test_a_trust_box_refuses_a_core_it_cannot_scale_about(lad):
+    """The box is multiplicative about the core: an entry at 0 would pin that variable at 0
+    for good, so such a core (or a trust of 0) is refused before any solve."""
+    core = lad.inner.copy()
+    core[0] = 0.0
+    with pytest.raises(ValueError, match="trust box"):
+        benders(lad.master, lad.blocks, core=core, trust=1.0)
+    with pytest.raises(ValueError, match="trust box"):
+        benders(lad.master, lad.blocks, core=np.abs(lad.inner) + 1.0, trust=0.0)
+
+
 def _blas_threads() -> list[int]:
     return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
 

@@ -437,7 +437,6 @@ class BendersMaster:
         x = sol.x
         return x[: self.ny], x[self.ny:], lb, sol.objective, time.perf_counter() - t0
 
-
     def point_within(self, lo: np.ndarray, up: np.ndarray, time_limit: float | None = None
                      ) -> tuple[np.ndarray, np.ndarray, float, float] | None:
         """The master's optimum with ``y`` kept in ``[lo, up]`` (within its own bounds): ``(y,
@@ -465,12 +464,23 @@ def _master_point(m: BendersMaster, core: np.ndarray | None, trust: float | None
     solved = m.solve(time_limit)
     if solved is None or core is None or trust is None:
         return None if solved is None else (*solved, False)
-    a, b = core / (1.0 + trust), core * (1.0 + trust)
-    near = m.point_within(np.minimum(a, b), np.maximum(a, b), time_limit)
+    left = None if time_limit is None else max(1e-3, time_limit - solved[4])
+    near = m.point_within(core / (1.0 + trust), core * (1.0 + trust), left)
     if near is None:
         return (*solved, False)
     binding = near[3] > solved[3] + 1e-9 * max(1.0, abs(solved[3]))
     return near[0], near[1], solved[2], solved[3], solved[4] + near[2], binding
+
+
+def _start_core(core: np.ndarray | None, trust: float | None) -> np.ndarray | None:
+    """A float copy of ``core``; with ``trust`` it must be positive (the box about it is
+    multiplicative, and every later core, a mean of points in that box, stays positive)."""
+    if core is None:
+        return None
+    core = np.asarray(core, dtype=np.float64).copy()
+    if trust is not None and not (trust > 0 and bool(np.all(core > 0))):
+        raise ValueError("a trust box needs trust > 0 and a core with every entry above 0")
+    return core
 
 
 def _check_order(lb: float, ub: float, crossing: float) -> None:
@@ -561,13 +571,14 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
     Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017); when that cut does not cut off
     the master's point, the next round separates at the master's y itself. The core moves to
-    each point where every block was feasible (docs/lrgeo.md: why); the answers there are upper bounds. With
-    ``trust`` too, the master's point is its optimum within ``[core / (1 + b), core (1 + b)]``
-    (the bound stays the whole master's), so it does not jump to the master's vertices
-    (docs/lrgeo.md); ``b`` starts at ``trust``, doubles after each round that improved the
-    upper bound or whose restricted point nothing cut, and halves, down to ``trust``, after
-    the others; a stall is declared at the master's own point only. The core must be positive. ``start``: a known feasible point ``(value, y, xs)``, the first
-    upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
+    each point where every block was feasible (docs/lrgeo.md: why); the answers there are
+    upper bounds. With ``trust`` too (and a positive core), the master's point is its optimum
+    within ``[core / (1 + b), core (1 + b)]`` (the bound stays the whole master's), so it does
+    not jump to the master's vertices (docs/lrgeo.md); ``b`` starts at ``trust``, doubles
+    after each round that improved the upper bound or whose restricted point nothing cut, and
+    halves, down to ``trust``, after the others; a stall is declared at the master's own point
+    only. ``start``: a known feasible point ``(value, y, xs)``, the first upper bound.
+    ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
@@ -587,7 +598,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
     status, it, kelley, box = Status.ITERATION_LIMIT, 0, False, trust
-    core = None if core is None else np.asarray(core, dtype=np.float64).copy()
+    core = _start_core(core, trust)
 
     def left() -> float | None: return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
 

@@ -21,8 +21,8 @@ Helsinki at 1,000, ``fill_when`` and ``productive_share`` on word vectors (x2: 6
 against 22, and 23% fewer CPU seconds), ``fill_after`` the rounds there (29 against 22),
 ``elastic_width`` the rounds on the road networks at 2,000 records (x10: 26-43 rounds against
 23-53, ``results/growing_2000_elastic1000.md``); ``master_tolerance`` and ``columns`` did not
-move the road networks and were set on grid and Gaussian data, where they moved the rounds, which these tables do not
-cover; ``fill_near`` and ``fill_iterations`` did not move text-500 and stay as the filled
+move the road networks and were set on grid and Gaussian data, where they moved the rounds,
+which these tables do not cover; ``fill_near`` and ``fill_iterations`` did not move text-500 and stay as the filled
 master's gate and give-up, which its tests drive.
 """
 
