@@ -14,6 +14,11 @@ The paper's counts (81,000, 88,472, 107,100, 141,404, 186,920 at n = 200) follow
 * ``sym_self``: the symmetrised reading, I(v) = {v} and the union of v's r - 1 nearest others and
   the records with v among theirs. The text does not state it; it is measured because its counts
   grow faster than r.
+* ``radius``: the records within one distance of v, the distance chosen so that |I(v)| averages r
+  (v included). Not in the text either; measured for its wider spread of |I(v)|.
+
+``--counts-only`` skips the LPs and writes the constraint counts of every reading on subsets
+1-5 (``uai_table3_counts_{kind}``).
 
 Each row is calibrated to the measured epsilon_tight ``--match-tight`` (delta 1e-3; paper: 2) and
 solved at lambda 50, as in ``table3``. Besides L_0.95 the row reports the mean and spread of
@@ -23,18 +28,27 @@ the previous r.
 
     python -m benchmarks.paper002.table3_replacement --variant sym_self [--match-tight 2] [--n 200] [--seed 1]
     CERTDP_HELDOUT=/path python -m benchmarks.paper002.table3_replacement --variant sym_self --heldout
+    python -m benchmarks.paper002.table3_replacement --variant nn_self --duplicates 3 --noise 0.1
+
+``--duplicates C`` replaces the vocabulary by n / (C + 1) clustered words each with C near copies
+(:func:`with_near_copies`): a measured model of a vocabulary whose nearest neighbours are
+near-duplicates, where the first free entries of a row cannot lower its loss.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import numpy as np
 
 from certdp.cli.mechanisms import exact
+from certdp import Space
+from certdp.datasets import build_space, clustered_embeddings
+from certdp.datasets.base import Dataset
 from certdp.experiments.compare import match_tight
-from certdp.experiments.instances import uai
+from certdp.experiments.instances import uai, words_file
 from certdp.family.constopt import nearest_outputs
 from certdp.family.exponential import output_distances
 from certdp.measures import quantile_loss
@@ -43,7 +57,7 @@ from .._common import output_args, write_table
 from .order import heldout_source
 from .table3 import PAPER, PAPER_CONSTRAINTS
 
-VARIANTS = ("nn", "nn_self", "sym_self")
+VARIANTS = ("nn", "nn_self", "sym_self", "radius")
 LAMBDA = 50.0
 
 
@@ -52,6 +66,8 @@ def replacement_mask(D: np.ndarray, r: int, variant: str) -> np.ndarray:
     docstring); D is the record-to-output distance matrix of a space whose records are its
     outputs."""
     N = D.shape[0]
+    if variant == "radius":
+        return D <= np.quantile(D, r / D.shape[1])
     k = r if variant == "nn" else r - 1
     mask = np.zeros(D.shape, dtype=bool)
     if k:
@@ -63,11 +79,49 @@ def replacement_mask(D: np.ndarray, r: int, variant: str) -> np.ndarray:
     return mask
 
 
+def with_near_copies(source: Path | None, n: int, copies: int, noise: float, epsilon: float, seed: int) -> Space:
+    """A text space of ``n // (copies + 1)`` clustered words, each with ``copies`` points at
+    distance ``noise`` from it in random directions: a vocabulary whose nearest neighbours are
+    near-duplicates of each word (as a subword embedding's inflections of one word are), so that
+    the first free entries of a row lie inside its own tight group."""
+    base = clustered_embeddings(source or words_file(), n // (copies + 1), seed=seed)
+    rng = np.random.default_rng(seed)
+    shift = rng.standard_normal((copies,) + base.points.shape)
+    shift *= noise / np.linalg.norm(shift, axis=2, keepdims=True)
+    pts = np.vstack([base.points, *(base.points[None] + shift)])
+    return build_space(Dataset(points=pts, metric="euclidean", name=f"{base.name}+{copies}x{noise:g}"),
+                       epsilon=epsilon, eta=math.inf)
+
+
 def paper_count(mask: np.ndarray) -> int:
     """2 n^2 + sum_v (2 |I(v)|^2 + 3 |I(v)|), the form paper 002's Table 3 counts follow."""
     n = mask.shape[0]
     s = mask.sum(axis=0).astype(np.int64)
     return int(2 * n * n + np.sum(2 * s ** 2 + 3 * s))
+
+
+def write_counts(a: argparse.Namespace, rs: list[int], source: Path | None) -> None:
+    """The paper's count and the mean and spread of |I(v)| for every reading on subsets 1-5."""
+    rows, raw = [], []
+    for seed in range(1, 6):
+        D = output_distances(uai(a.kind, a.n, 1.0, seed=seed, source=source))
+        for v in VARIANTS:
+            masks = [replacement_mask(D, r, v) for r in rs]
+            counts = [paper_count(m) for m in masks]
+            rows.append([seed, v, *(f"{c:,} ({m.sum(axis=0).mean():.1f}, {m.sum(axis=0).std():.1f})"
+                                    for c, m in zip(counts, masks))])
+            raw.append({"seed": seed, "variant": v, "r": rs, "paper_count": counts,
+                        "mean_I": [float(m.sum(axis=0).mean()) for m in masks],
+                        "std_I": [float(m.sum(axis=0).std()) for m in masks]})
+    rows.append(["paper", "", *(f"{PAPER_CONSTRAINTS[r]:,}" if r in PAPER_CONSTRAINTS else "-" for r in rs)])
+    suffix = "_heldout" if a.heldout else (f"_{source.stem}" if source else "")
+    write_table(f"uai_table3_counts_{a.kind}{suffix}",
+                f"Paper 002 Table 3's constraint counts under four readings of I(v): {a.kind} n = {a.n}, subsets 1-5",
+                ["subset", "I(v) read as", *(f"r = {r}" for r in rs)], rows,
+                notes=["each cell: 2 n^2 + sum_v (2 |I(v)|^2 + 3 |I(v)|), then (mean |I(v)|, sd |I(v)|); the readings "
+                       "are in the module docstring",
+                       "with mean |I(v)| = r (nn_self, radius) the paper's counts imply sd |I(v)| of 0, 2.8, 5.9, 9.7, "
+                       "13.1 at r = 1, 3, 5, 7, 9"], raw=raw, args=a)
 
 
 def main() -> None:
@@ -81,14 +135,22 @@ def main() -> None:
                     help="epsilon_tight (delta 1e-3) every row is calibrated to (paper: 2)")
     ap.add_argument("--heldout", action="store_true", help="confirm on the held-out data under $CERTDP_HELDOUT")
     ap.add_argument("--source", default=None, help="the data file to draw the subset from (default: the shared data)")
+    ap.add_argument("--counts-only", action="store_true", help="only the constraint counts of every reading, subsets 1-5")
+    ap.add_argument("--duplicates", type=int, default=0, metavar="C",
+                    help="replace the vocabulary by n / (C + 1) words, each with C near copies (text only)")
+    ap.add_argument("--noise", type=float, default=0.1, help="distance of each near copy from its word")
     a = output_args(ap).parse_args()
     T = a.match_tight
     rs = [int(x) for x in a.rs.split(",") if x]
     try:
         source = heldout_source(a.kind) if a.heldout else (Path(a.source) if a.source else None)
-        space = uai(a.kind, a.n, 2.0 * T, seed=a.seed, source=source)
+        space = (uai(a.kind, a.n, 2.0 * T, seed=a.seed, source=source) if not a.duplicates else
+                 with_near_copies(source, a.n, a.duplicates, a.noise, 2.0 * T, a.seed))
     except FileNotFoundError as exc:
         print(f"skipped: the data for {a.kind} is not there ({exc})")
+        return
+    if a.counts_only:
+        write_counts(a, rs, source)
         return
     D = output_distances(space)
     Dr = space.distance_rows()
@@ -96,7 +158,7 @@ def main() -> None:
     ref = match_tight(space, "expmech", T, {}, distance=Dr)
     exp_lq = quantile_loss(exact(ref.result).matrix, space.cost)   # ExpMech at the same epsilon_tight
     rows, raw = [], []
-    prev = None
+    prev: float | None = None
     for r in rs:
         mask = replacement_mask(D, r, a.variant)
         sizes = mask.sum(axis=0)
@@ -105,7 +167,7 @@ def main() -> None:
         st = res.stats
         mech = exact(res)
         lq = quantile_loss(mech.matrix, space.cost)
-        step = None if prev is None else (prev - lq) / prev
+        step: float | None = None if prev is None else (prev - lq) / prev
         prev = lq
         count = paper_count(mask)
         row = [r, float(sizes.mean()), float(sizes.std()), int(sizes.max()), count, PAPER_CONSTRAINTS.get(r),
@@ -123,6 +185,9 @@ def main() -> None:
         print(row, flush=True)
     data = ("held-out " + source.name) if a.heldout and source else (source.name if source else "shared data")
     suffix = "_heldout" if a.heldout else (f"_{source.stem}" if source else "")
+    if a.duplicates:
+        suffix += f"_dup{a.duplicates}x{a.noise:g}"
+        data += f", {a.n // (a.duplicates + 1)} words with {a.duplicates} near copies each at distance {a.noise:g}"
     write_table(f"uai_table3_r_{a.kind}_tight{T:g}_{a.variant}{suffix}",
                 f"Paper 002 Table 3, r rows at lambda {LAMBDA:g}, I(v) read as {a.variant}: {a.kind} n = {a.n} "
                 f"({data}, subset {a.seed}), every row at matched epsilon_tight = {T:g}",
