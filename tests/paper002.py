@@ -54,14 +54,16 @@ def naive_optmech(space: Space) -> float:
     return float(res.fun)
 
 
-def naive_constopt_value(space: Space, r: int, lam: float) -> float:
-    """The LP of Algorithm 1 written with every mDP constraint (2) and every equality (4)."""
+def naive_constopt_value(space: Space, r: int, lam: float, free: np.ndarray | None = None) -> float:
+    """The LP of Algorithm 1 written with every mDP constraint (2) and every equality (4);
+    ``free`` (an (n, K) boolean mask, ``free[u, w]`` when u is in I(w)) replaces I_NN,r."""
     n, K = space.n_records, space.n_outputs
     eps = space.epsilon / 2
     D = space.distance_rows()
-    F = nearest_outputs(D, r)
-    free = np.zeros((n, K), bool)
-    free[np.repeat(np.arange(n), r), F.reshape(-1)] = True
+    if free is None:
+        F = nearest_outputs(D, r)
+        free = np.zeros((n, K), bool)
+        free[np.repeat(np.arange(n), r), F.reshape(-1)] = True
     nv = n * K + K + 1      # M, Y, k
     A, b, Aeq, beq = [], [], [], []
     for u in range(n):
@@ -84,7 +86,8 @@ def naive_constopt_value(space: Space, r: int, lam: float) -> float:
         b.append(lam)
     c = np.zeros(nv)
     c[-1] = 1.0
-    res = linprog(c, A_ub=np.array(A), b_ub=b, A_eq=np.array(Aeq), b_eq=beq, bounds=(0, None), method="highs")
+    res = linprog(c, A_ub=np.array(A), b_ub=b, A_eq=np.array(Aeq) if Aeq else None, b_eq=beq if Aeq else None,
+                  bounds=(0, None), method="highs")
     assert res.status == 0
     return float(res.fun)
 

@@ -133,6 +133,16 @@ def _instance_of(cls: type) -> Check:
     return check
 
 
+def _free_mask(name: str, v: Any, space: Space) -> Any:
+    if v is None:
+        return v
+    a = np.asarray(v)
+    if a.dtype != bool or a.shape != (space.n_records, space.n_outputs):
+        raise ValueError(f"{name} must be a boolean ({space.n_records}, {space.n_outputs}) mask, got {a.dtype} "
+                         f"{a.shape}")
+    return a
+
+
 def _callable(name: str, v: Any, space: Space) -> Any:
     if v is not None and not callable(v):
         raise TypeError(f"{name} must be callable, got {type(v).__name__}")
@@ -261,7 +271,9 @@ METHODS: dict[str, Method] = {m.name: m for m in (
             "lambdas": Option(str, "penalties to sweep (numbers, or their comma-separated text)", _lambdas),
             "select": _choices("the loss that picks lambda: worst-case, or L_q at q", ("worst", "quantile")),
             "q": _Q, "solver": _choices(_SOLVER, (*SOLVERS, "auto")), "time_limit": _TIME_LIMIT,
-            "tolerance": _TOLERANCE},
+            "tolerance": _TOLERANCE,
+            "free": Option(object, "the replacement function I(v) as an (N, K) boolean mask of the free entries, "
+                           "in place of I_NN,r", _free_mask, default="I_NN,r", command_line=False)},
            "ConstOPTMech of paper 002 (Algorithm 1), best of a lambda sweep"),
     Method("spanner", spanner_mechanism,
            {"solver": _choices(_SOLVER, SOLVERS), "time_limit": _TIME_LIMIT, "tolerance": _TOLERANCE,

@@ -6,10 +6,13 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certdp import SolverLimitError, solve
 from certdp.datasets import build_space, planar
-from certdp.family.constopt import assemble_constopt, constopt_mechanism, weighted_exponential_mechanism
+from certdp.family.constopt import (assemble_constopt, constopt_mechanism, nearest_outputs,
+                                    weighted_exponential_mechanism)
 from certdp.family.exponential import exponential_mechanism
 from certdp.lp.highs import INF, HighsLP
 from certdp.measures import worst_case_loss
@@ -27,6 +30,43 @@ def test_constopt_reduced_lp_equals_the_paper_lp(r, lam):
     assert lp.counts["variables"] == lp.counts["theorem1_variables"]
     assert lp.counts["constraints"] <= lp.counts["theorem1_constraints"]
     assert lp.counts["nonzeros"] <= lp.counts["theorem1_nonzeros"]
+
+
+@given(n=st.integers(3, 8), seed=st.integers(0, 10_000), density=st.floats(0.0, 1.0),
+       lam=st.sampled_from([0.001, 0.1, 1.0, 50.0]))
+@settings(max_examples=25)
+def test_constopt_any_replacement_function_solves_the_paper_lp(n, seed, density, lam):
+    """Algorithm 1 takes any replacement function I(v): with a random mask of free entries the
+    reduced LP has the optimum of the LP written out in full, and the mechanism is certified."""
+    s = metric_space(n, seed=seed)
+    free = np.random.default_rng(seed).random((n, n)) < density
+    lp = assemble_constopt(s, 1, lam, s.epsilon / 2, free=free)
+    sol = HighsLP(lp.c, lp.A, lp.row_lower, lp.row_upper, np.zeros(lp.n_vars), np.full(lp.n_vars, INF)).solve()
+    assert sol.objective == pytest.approx(naive_constopt_value(s, 1, lam, free=free), rel=1e-7, abs=1e-9)
+    assert lp.counts["free_entries"] == int(free.sum())
+    res = solve(s, "constopt", r=1, lambdas=[lam], free=free)
+    assert res.mechanism.verification.passed
+
+
+@given(n=st.integers(3, 9), r=st.integers(1, 8), seed=st.integers(0, 10_000))
+@settings(max_examples=15)
+def test_constopt_mask_of_the_nearest_outputs_is_the_default(n, r, seed):
+    """The I_NN,r mask passed as ``free`` gives the same mechanism as the default ``r``."""
+    r = min(r, n - 1)
+    s = metric_space(n, seed=seed)
+    mask = np.zeros((n, n), dtype=bool)
+    mask[np.repeat(np.arange(n), r), nearest_outputs(s.distance_rows(), r).reshape(-1)] = True
+    a = constopt_mechanism(s, r=r, lambdas=[0.1])
+    b = constopt_mechanism(s, r=r, lambdas=[0.1], free=mask)
+    assert b.upper_bound == pytest.approx(a.upper_bound, rel=1e-9, abs=1e-12)
+    assert b.stats["constraints"] == a.stats["constraints"]
+
+
+@pytest.mark.parametrize("bad", [np.zeros((4, 4)), np.zeros((3, 4), dtype=bool), [[True]]])
+def test_constopt_free_must_be_a_boolean_mask_of_the_matrix(bad):
+    s = metric_space(4, seed=1)
+    with pytest.raises(ValueError, match="free must be"):
+        solve(s, "constopt", r=1, free=bad)
 
 
 def test_constopt_sweep_returns_the_best_lambda_and_is_epsilon_mdp():

@@ -180,16 +180,22 @@ def _free_pairs(fr: np.ndarray, fc: np.ndarray, nbr: np.ndarray, d_rec: np.ndarr
 def assemble_constopt(space: Space, r: int, lam: float, eps_lp: float, *, free: np.ndarray | None = None,
                       D: np.ndarray | None = None, d_rec: np.ndarray | None = None) -> ConstOptLP:
     """Assemble the ConstOPTMech LP at privacy level ``eps_lp`` (Algorithm 1 uses epsilon/2).
-    ``D`` (record to output) and ``d_rec`` (record to record) distances may be passed in when
-    several LPs of one space are assembled."""
+    ``free`` gives the entries left free (the replacement function): an (N, r) array of each
+    record's free outputs, or an (N, K) boolean mask with ``free[u, w]`` when u is in I(w);
+    default the r nearest outputs (:func:`nearest_outputs`). ``D`` (record to output) and
+    ``d_rec`` (record to record) distances may be passed in when several LPs of one space are
+    assembled."""
     N, K = space.n_records, space.n_outputs
     D = output_distances(space) if D is None else D          # (N, K) record -> output
     d_rec = space.distance_rows() if d_rec is None else d_rec  # (N, N) record -> record
     nbr = d_rec <= space.eta
     np.fill_diagonal(nbr, False)
     F = nearest_outputs(D, r) if free is None else free
-    fr = np.repeat(np.arange(N), F.shape[1])
-    fc = F.reshape(-1)
+    if F.dtype == bool:
+        fr, fc = np.nonzero(F)
+    else:
+        fr = np.repeat(np.arange(N), F.shape[1])
+        fc = F.reshape(-1)
     order = np.lexsort((fc, fr))
     fr, fc = fr[order], fc[order]
     nf = len(fr)
@@ -356,7 +362,7 @@ class _Sweep:
 def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
                        select: str = "worst", q: float = 0.95, solver: str = "auto",
                        time_limit: float | None = None, tolerance: float = 1e-9,
-                       progress: Progress | None = None) -> SolveResult:
+                       free: np.ndarray | None = None, progress: Progress | None = None) -> SolveResult:
     """ConstOPTMech (Algorithm 1) with replacement function I_NN,r, swept over ``lambdas``;
     the mechanism of least loss (``select``) is returned. Options are checked by
     :func:`certdp.solve`.
@@ -376,6 +382,10 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
             start by dual simplex from the previous optimal basis.
         time_limit: seconds for the whole sweep; if an LP hits it, :class:`SolverLimitError`
             is raised and no mechanism is returned.
+        free: a replacement function other than I_NN,r (Algorithm 1 takes any I(v)), as an
+            (N, K) boolean mask: ``free[u, w]`` when u is in I(w), so that M[u, w] is an LP
+            variable instead of Eq. 4's ``Y_w exp(-eps' D[u, w])``. ``r`` is then only a label
+            in the stats. Theorem 2 holds for any I(v), and the matrix is certified as always.
 
     Returns:
         A :class:`SolveResult` with ``objective='worst'`` and no lower bound (ConstOPTMech is
@@ -384,14 +394,20 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
     K = space.n_outputs
     if r is None:
         r = max(1, min(10, K - 1))
+    if free is not None:
+        free = np.asarray(free)
+        if free.shape != (space.n_records, K) or free.dtype != bool:
+            raise ValueError(f"free must be a boolean ({space.n_records}, {K}) mask of the free entries, got "
+                             f"{free.dtype} {free.shape}")
+    n_free = space.n_records * r if free is None else int(free.sum())
     if solver == "auto":
-        solver = "simplex" if space.n_records * r + K + 1 <= 8000 else "ipm"
+        solver = "simplex" if n_free + K + 1 <= 8000 else "ipm"
     t_start = time.perf_counter()
     run = _Sweep(space, solver, tolerance, time_limit, t_start, progress)
     eps_lp = space.epsilon / 2.0
     D = output_distances(space)
     d_rec = space.distance_rows()
-    free = nearest_outputs(D, r)
+    free = nearest_outputs(D, r) if free is None else free
     best: tuple[float, np.ndarray, float] | None = None
     sweep: list[dict[str, Any]] = []
     t_asm = 0.0
