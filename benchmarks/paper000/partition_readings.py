@@ -264,7 +264,7 @@ def run() -> None:
     ap.add_argument("--paper-code", type=Path, required=True,
                     help="the 'MATLAB code/Dataset' folder of the paper's repository")
     ap.add_argument("--heldout", type=Path, default=None, help="a folder of NAME_nodes.csv (id, lon, lat)")
-    ap.add_argument("--networks", nargs="+", default=["birmingham", "chicago", "philadelphia"])
+    ap.add_argument("--networks", nargs="+", default=["birmingham", "chicago", "chicagosketch", "philadelphia"])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--name", default="partition_readings")
     a = output_args(ap).parse_args()
