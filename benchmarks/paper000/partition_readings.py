@@ -325,8 +325,7 @@ def run() -> None:
                     "internal mean over all M subsets (agentCreation.m), internal max, subset max (records of the "
                     "largest subset), piece = a subset's internal records split into connected pieces "
                     "(Property 3.1); cut comp = components of the cut-edge graph (the code's master), by record = "
-                    "weighted by records, reduced = cut edges Property 3.2 does not imply; induced = graph induced "
-                    "on the boundary records (Eq. 25)",
+                    "weighted by records; induced = graph induced on the boundary records (Eq. 25)",
                     "largest subset: mean degree of its records and the number of connected pieces of the mDP "
                     "graph it is made of",
                     "saved run: the repository's own Rome partition (rome/intermediate/cluster_idx.mat)",
