@@ -288,14 +288,14 @@ def floor_repair(blocks: list[UserBlock], H: np.ndarray):
     return repair
 
 
-TRUST = 1.0
-"""The Benders master's point is kept in a box about the in-out core, at first and at least
-within a factor ``1 + TRUST`` of it, every u above 0 (:func:`certdp.lp.benders.benders`'s
-``trust``; the box grows after rounds that improve the upper bound). Unrestricted, the master's
-point is a vertex whose u are above 0 only where cuts pin them: on the Gold Coast at the
-paper's settings (4 users) 1,410 of the 1,600 u were at 0 at round 66, the pinned ones growing
-by 4-5 a round, and the gap stalled at 0.49% (docs/lrgeo.md). The factor 2 was set before any
-run, not tuned."""
+LEVEL = 0.5
+"""The Benders master's point is its optimum in the narrowest box about the in-out core that
+takes the master's objective half way from its optimum to the best upper bound
+(:func:`certdp.lp.benders.benders`'s ``level``). Unrestricted, the master's point is a vertex
+whose u are above 0 only where cuts pin them: on the Gold Coast at the paper's settings (4
+users) 1,410 of the 1,600 u were at 0 at round 66, the pinned ones growing by 4-5 a round,
+and the gap stalled at 0.49% (docs/lrgeo.md). One half is the level bundle method's usual
+choice, not tuned."""
 
 
 UB_CROSSING = 1e-2
@@ -325,7 +325,7 @@ def solve_benders(master: MasterSpec, ublocks: list[UserBlock], P: LRGeoParams, 
         left = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t0))
         return benders(master, specs, gap=gap, max_iterations=max_iterations, time_limit=left, runner=runner,
                        progress=progress, start=start, core=None if start is None else core, crossing=UB_CROSSING,
-                       repair=floor_repair(ublocks, H), repair_runner=fixer, trust=TRUST)
+                       repair=floor_repair(ublocks, H), repair_runner=fixer, level=LEVEL)
     finally:
         runner.close()
         if fixer is not None:
