@@ -174,7 +174,7 @@ class _BlockClock:
 
 
 def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: int,
-            max_rounds: int = 100) -> dict:
+            max_rounds: int) -> dict:
     import numpy as np
 
     from certdp.audit import verify
@@ -188,7 +188,7 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
     road = load_road_network(Path(folder) / f"{name}_nodes.csv", Path(folder) / f"{name}_edges.csv")
     world = grid_world(road, 40, 40, bbox=_bbox(bbox), name=name)
     P = LRGeoParams.paper(world.cell)
-    est = estimate_round(world, P, users)
+    est = estimate_round(world, P, users, rounds=max_rounds)
     parts: dict[str, dict] = {}
     rng = np.random.default_rng(seed)
     with _Part(parts, "world"):
@@ -229,7 +229,7 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
             "history": [[h["iteration"], h["gap"], h.get("sub_cpu", 0.0), h.get("master_cpu", 0.0)] for h in hist]}
 
 
-def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> tuple[dict, int]:
+def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int, rounds: int) -> tuple[dict, int]:
     from certdp.datasets.city import grid_world
     from certdp.datasets.road import load_road_network
     from certdp.lrgeo.memory import estimate_round
@@ -238,7 +238,7 @@ def _estimate(name: str, folder: Path, bbox: list[float] | None, users: int) -> 
     net = name.split("-")[0]
     road = load_road_network(Path(folder) / f"{net}_nodes.csv", Path(folder) / f"{net}_edges.csv")
     world = grid_world(road, 40, 40, bbox=_bbox(bbox), name=net)
-    est = estimate_round(world, LRGeoParams.paper(world.cell), users)
+    est = estimate_round(world, LRGeoParams.paper(world.cell), users, rounds=rounds)
     return est.parts, est.total
 
 
@@ -300,7 +300,9 @@ def main() -> None:
     ap.add_argument("--heldout", action="store_true", help="the held-out networks (to confirm, never to tune)")
     ap.add_argument("--cap-gb", type=float, default=6.0, help="address-space cap per instance")
     ap.add_argument("--jobs", type=int, default=1, help="instances run at once (each in its own process)")
-    ap.add_argument("--max-rounds", type=int, default=100, help="Benders rounds at most (the server's default: 100)")
+    from certdp.lrgeo.memory import MAX_ROUNDS
+    ap.add_argument("--max-rounds", type=int, default=MAX_ROUNDS,
+                    help=f"Benders rounds at most (the server's default: {MAX_ROUNDS})")
     ap.add_argument("--timeout-min", type=float, default=None,
                     help="wall minutes an instance may run before it is stopped (default: no limit)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -320,7 +322,7 @@ def main() -> None:
         for r in runs:
             if "error" not in r:
                 r["estimate"], r["estimate_total"] = _estimate(r["instance"], folders[r["instance"]], r["bbox"],
-                                                               r["users"])
+                                                               r["users"], r["max_rounds"])
         _write(runs, args)
         return
     todo = [(name, folder, bbox, users, seed) for name, folder, bbox in instances(args.heldout)

@@ -123,20 +123,20 @@ def test_benders_reaches_the_optimum_that_highs_gives_directly(lad):
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(ladders(), st.sampled_from([0.2, 0.5, 1.0]), st.floats(0.0, 1.0), st.sampled_from([None, 0.5, 1.0]))
-def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull, trust):
+@given(ladders(), st.sampled_from([0.2, 0.5, 1.0]), st.floats(0.0, 1.0), st.sampled_from([None, 0.3, 0.5, 0.9]))
+def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull, level):
     """Stabilised at a core where every block is feasible, solving the blocks also at a
     repaired point (here the master's point pulled towards the core, feasible or not), and
-    with the master's point kept in a trust box about the core, the run reaches the LP's
+    with the master's point taken in the level box about the core, the run reaches the LP's
     optimum with ordered bounds, and its upper bound is a point of the LP."""
     core = lad.inner
-    assume(trust is None or bool(np.all(core > 0)))
+    assume(level is None or bool(np.all(core > 0)))
 
     def repair(y: np.ndarray) -> np.ndarray:
         return (1.0 - pull) * y + pull * core
 
     out = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500, core=core, in_out=in_out, repair=repair,
-                  trust=trust)
+                  level=level)
     assert out.status is Status.OPTIMAL
     _check_run(lad, out, 1e-7)
     assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)
@@ -144,15 +144,16 @@ def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull
 
 @settings(max_examples=5, suppress_health_check=[HealthCheck.too_slow])
 @given(ladders())
-def test_a_trust_box_refuses_a_core_it_cannot_scale_about(lad):
+def test_a_level_box_refuses_a_core_it_cannot_scale_about(lad):
     """The box is multiplicative about the core: an entry at 0 would pin that variable at 0
-    for good, so such a core (or a trust of 0) is refused before any solve."""
+    for good, so such a core (or a level outside (0, 1)) is refused before any solve."""
     core = lad.inner.copy()
     core[0] = 0.0
-    with pytest.raises(ValueError, match="trust box"):
-        benders(lad.master, lad.blocks, core=core, trust=1.0)
-    with pytest.raises(ValueError, match="trust box"):
-        benders(lad.master, lad.blocks, core=np.abs(lad.inner) + 1.0, trust=0.0)
+    with pytest.raises(ValueError, match="level box"):
+        benders(lad.master, lad.blocks, core=core, level=0.5)
+    for level in (0.0, 1.0):
+        with pytest.raises(ValueError, match="level box"):
+            benders(lad.master, lad.blocks, core=np.abs(lad.inner) + 1.0, level=level)
 
 
 def _blas_threads() -> list[int]:

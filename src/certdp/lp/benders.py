@@ -455,31 +455,70 @@ class BendersMaster:
         return sol.x[: self.ny], sol.x[self.ny:], time.perf_counter() - t0, float(sol.objective)
 
 
-def _master_point(m: BendersMaster, core: np.ndarray | None, trust: float | None, time_limit: float | None
-                  ) -> tuple[np.ndarray, np.ndarray, float, float, float, bool] | None:
-    """The master's solution (:meth:`BendersMaster.solve`), its point moved into the box
-    ``[core / (1 + trust), core (1 + trust)]`` when both are given: the lower bound and the
-    objective stay the whole master's; the last item says whether the box held the master's
-    objective up (then its point is not the master's own)."""
-    solved = m.solve(time_limit)
-    if solved is None or core is None or trust is None:
-        return None if solved is None else (*solved, False)
-    left = None if time_limit is None else max(1e-3, time_limit - solved[4])
-    near = m.point_within(core / (1.0 + trust), core * (1.0 + trust), left)
+BOX_RANGE = (2.0 ** -8, 2.0 ** 6)
+"""The factors ``b`` a level box may take (:func:`_level_point`): from a box a fraction of a
+per cent wide to one that lets every ``y`` move 64-fold, past which the master's own point is
+taken."""
+
+
+def _level_point(m: BendersMaster, core: np.ndarray, target: float, b: float, time_limit: float | None
+                 ) -> tuple[tuple[np.ndarray, np.ndarray, float, float], float, float] | None:
+    """The master's optimum within the narrowest box ``[core / (1 + b), core (1 + b)]``, ``b``
+    a power of 2 in :data:`BOX_RANGE`, whose optimum is at most ``target``: from the previous
+    ``b``, halved while the level is still reached, else doubled until it is. ``(point, b,
+    seconds)``, or None when no box reaches the level (or HiGHS did not end optimal)."""
+    seconds = 0.0
+
+    def within(f: float) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+        nonlocal seconds
+        left = None if time_limit is None else max(1e-3, time_limit - seconds)
+        near = m.point_within(core / (1.0 + f), core * (1.0 + f), left)
+        seconds += 0.0 if near is None else near[2]
+        return near if near is not None and near[3] <= target else None
+
+    near = within(b)
     if near is None:
-        return (*solved, False)
-    binding = near[3] > solved[3] + 1e-9 * max(1.0, abs(solved[3]))
-    return near[0], near[1], solved[2], solved[3], solved[4] + near[2], binding
+        while near is None and b < BOX_RANGE[1]:
+            b *= 2.0
+            near = within(b)
+        return None if near is None else (near, b, seconds)
+    while b > BOX_RANGE[0]:
+        closer = within(b / 2.0)
+        if closer is None:
+            break
+        near, b = closer, b / 2.0
+    return near, b, seconds
 
 
-def _start_core(core: np.ndarray | None, trust: float | None) -> np.ndarray | None:
-    """A float copy of ``core``; with ``trust`` it must be positive (the box about it is
-    multiplicative, and every later core, a mean of points in that box, stays positive)."""
+def _master_point(m: BendersMaster, core: np.ndarray | None, level: float | None, ub: float, b: float,
+                  time_limit: float | None) -> tuple[np.ndarray, np.ndarray, float, float, float, bool, float] | None:
+    """The master's solution (:meth:`BendersMaster.solve`); with a ``core``, a ``level`` and a
+    finite upper bound ``ub``, its point moved to :func:`_level_point`'s for the target
+    ``obj + level (ub - obj)``. The lower bound and the objective stay the whole master's; the
+    last two items say whether the point is not the master's own, and the box factor to start
+    from next round."""
+    solved = m.solve(time_limit)
+    if solved is None or core is None or level is None or not math.isfinite(ub):
+        return None if solved is None else (*solved, False, b)
+    obj = solved[3]
+    left = None if time_limit is None else max(1e-3, time_limit - solved[4])
+    found = _level_point(m, core, obj + level * (ub - obj), b, left)
+    if found is None:
+        return (*solved, False, b)
+    near, b, seconds = found
+    binding = near[3] > obj + 1e-9 * max(1.0, abs(obj))
+    return near[0], near[1], solved[2], obj, solved[4] + seconds, binding, b
+
+
+def _start_core(core: np.ndarray | None, level: float | None) -> np.ndarray | None:
+    """A float copy of ``core``; with ``level`` it must be positive (the level box about it is
+    multiplicative, and every later core, a mean of points in such boxes, stays positive) and
+    ``level`` in (0, 1)."""
     if core is None:
         return None
     core = np.asarray(core, dtype=np.float64).copy()
-    if trust is not None and not (trust > 0 and bool(np.all(core > 0))):
-        raise ValueError("a trust box needs trust > 0 and a core with every entry above 0")
+    if level is not None and not (0 < level < 1 and bool(np.all(core > 0))):
+        raise ValueError("a level box needs a level in (0, 1) and a core with every entry above 0")
     return core
 
 
@@ -487,15 +526,6 @@ def _check_order(lb: float, ub: float, crossing: float) -> None:
     """Raise when the lower bound passes the upper one by more than rounding and ``crossing``."""
     if lb > ub + 1e-7 * max(1.0, abs(ub)) + crossing * abs(ub):
         raise AssertionError(f"Benders lower bound {lb} exceeds upper bound {ub}: a cost is counted twice")
-
-
-def _next_box(box: float | None, trust: float | None, grow: bool) -> float | None:
-    """The trust box's next factor: doubled after a round that improved the upper bound or
-    whose restricted point no cut cut off (the box holds the master back), else halved down to
-    ``trust``."""
-    if box is None or trust is None:
-        return None
-    return box * 2.0 if grow else max(trust, box / 2.0)
 
 
 Heuristic = Callable[[np.ndarray, Sequence[BlockResult]], tuple[float, np.ndarray, list[np.ndarray]] | None]
@@ -556,7 +586,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
             start: tuple[float, np.ndarray, list[np.ndarray]] | None = None, crossing: float = 0.0,
             clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None,
-            trust: float | None = None) -> BendersOutcome:
+            level: float | None = None) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
@@ -572,12 +602,12 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     Ben-Ameur and Neto 2007; Fischetti, Ljubic and Sinnl 2017); when that cut does not cut off
     the master's point, the next round separates at the master's y itself. The core moves to
     each point where every block was feasible (docs/lrgeo.md: why); the answers there are
-    upper bounds. With ``trust`` too (and a positive core), the master's point is its optimum
-    within ``[core / (1 + b), core (1 + b)]`` (the bound stays the whole master's), so it does
-    not jump to the master's vertices (docs/lrgeo.md); ``b`` starts at ``trust``, doubles
-    after each round that improved the upper bound or whose restricted point nothing cut, and
-    halves, down to ``trust``, after the others; a stall is declared at the master's own point
-    only. ``start``: a known feasible point ``(value, y, xs)``, the first upper bound.
+    upper bounds. With ``level`` too (a level bundle step, Lemarechal, Nemirovskii and Nesterov
+    1995, in a box), the master's point is its optimum within the narrowest box ``[core / (1 +
+    b), core (1 + b)]`` whose optimum is at most ``obj + level (ub - obj)``, ``obj`` the
+    master's optimum and ``ub`` the best upper bound (:func:`_level_point`; the lower bound stays
+    the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md); a stall
+    is declared at the master's own point only. ``start``: a known feasible point ``(value, y, xs)``, the first upper bound.
     ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
@@ -597,8 +627,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status, it, kelley, box = Status.ITERATION_LIMIT, 0, False, trust
-    core = _start_core(core, trust)
+    status, it, kelley, box = Status.ITERATION_LIMIT, 0, False, 1.0
+    core = _start_core(core, level)
 
     def left() -> float | None: return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
 
@@ -612,14 +642,14 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     break
                 c_master = process_time()
                 try:
-                    solved = _master_point(m, core, box, left())
+                    solved = _master_point(m, core, level, ub, box, left())
                 except SolverLimitError:
                     status, it = Status.FAILED, it - 1
                     break
                 if solved is None:  # the master alone used up the time limit
                     status, it = Status.TIME_LIMIT, it - 1
                     break
-                (y_master, theta, lb_it, obj, t_master, binding), c_master = solved, process_time() - c_master
+                (y_master, theta, lb_it, obj, t_master, binding, box), c_master = solved, process_time() - c_master
                 lb, y = max(lb, lb_it), y_master
                 if core is not None and not kelley:
                     y = in_out * y_master + (1.0 - in_out) * core
@@ -641,7 +671,6 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
                 best: tuple[float, np.ndarray | None, list] = min((p for p in points if p is not None),
                                                                    key=lambda p: p[0], default=(ub, None, []))
-                box = _next_box(box, trust, best[0] < ub or (binding and not cuts))
                 if best[0] < ub:
                     ub, best_y, best_x = best[0], best[1], list(best[2])
                 _check_order(lb, ub, crossing)
@@ -650,7 +679,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
                        "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                        "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
-                       "elapsed": time.perf_counter() - t_start, "master_objective": obj,
+                       "elapsed": time.perf_counter() - t_start, "master_objective": obj, "box": box,
                        "blocks_failed": sum(r.status == "failed" for r in results)}
                 history.append(rec)
                 report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)

@@ -45,8 +45,9 @@ from .user import LRGeoParams
 GB = 1e9
 MB = 2**20
 
-#: Benders' rounds the master's cuts are sized for (LRGeoServer.solve's default limit)
-MAX_ROUNDS = 100
+#: Benders' rounds at most, LRGeoServer.solve's default limit and what the master's cuts are
+#: sized for: the Gold Coast round at the paper's settings (4 users) took 156 (docs/lrgeo.md)
+MAX_ROUNDS = 200
 #: bytes of a block's HiGHS model per row (its matrix both ways, factor and work vectors):
 #: 190 MB for 10 blocks of 242,000 rows in all at the paper's settings (benchmarks/paper003/scale.py).
 #: Benders keeps two models per block (the stabilised point's and the repair point's).
@@ -118,7 +119,7 @@ class MemoryEstimate:
         return ", ".join(f"{k} {v / GB:.2g}" for k, v in self.parts.items())
 
 
-def _parts(c: Counts, users: int, pending: int = 0) -> dict[str, int]:
+def _parts(c: Counts, users: int, pending: int = 0, rounds: int = MAX_ROUNDS) -> dict[str, int]:
     K, n, o = c.K, min(c.lr, c.K), min(c.columns, c.K)
     nx = n * min(c.free, o)                     # a block's free entries
     rows = n + nx + n * c.pair_rows             # unit rows, upper bounds, Geo-Ind rows
@@ -132,7 +133,7 @@ def _parts(c: Counts, users: int, pending: int = 0) -> dict[str, int]:
         "lr_sets": users * 8 * (n * K + n * n + 3 * n * o) + 48 * n * o + pending * 8 * (n * n + 2 * n * o),
         "blocks": users * block_kept + block_build,
         "solve": users * (2 * HIGHS_ROW_BYTES * rows + block_kept + 8 * n * o) + block_build
-        + 24 * 2 * users * MAX_ROUNDS * (K + 1),
+        + 24 * 2 * users * rounds * (K + 1),
         "certify": users * 8 * n * K + 6 * 8 * n * K,
     }
 
@@ -149,12 +150,13 @@ def upload_bytes(counts: Counts) -> int:
     return JSON_NUMBER_BYTES * (n * n + 2 * n * o + n + o) + 1024
 
 
-def estimate_round(world: World, params: LRGeoParams, users: int, *, pending: int = 0) -> MemoryEstimate:
+def estimate_round(world: World, params: LRGeoParams, users: int, *, pending: int = 0,
+                   rounds: int = MAX_ROUNDS) -> MemoryEstimate:
     """Bytes a round of ``users`` users would allocate on ``world`` (nothing is allocated but
     a k-d tree over the K centres). ``pending``: uploads of further users held meanwhile (a
-    server's users in flight)."""
+    server's users in flight); ``rounds``: the Benders rounds the solve may take."""
     c = Counts.of(world.latlon, world.lat0, params)
-    return MemoryEstimate(users, world.shape, c, _parts(c, users, pending))
+    return MemoryEstimate(users, world.shape, c, _parts(c, users, pending, rounds))
 
 
 def _proc_bytes(path: str, key: str) -> int | None:

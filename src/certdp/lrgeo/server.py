@@ -39,6 +39,7 @@ from ..lp.highs import INF, HighsLP
 from ..lp.outcome import SolverLimitError, Status, relative_gap
 from ..progress import Progress
 from ..space import haversine_km, neighbor_pairs
+from .memory import MAX_ROUNDS
 from .messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
 from .table import ReferenceTable
 from .user import LRGeoParams, exp_factor
@@ -288,14 +289,17 @@ def floor_repair(blocks: list[UserBlock], H: np.ndarray):
     return repair
 
 
-TRUST = 1.0
-"""The Benders master's point is kept in a box about the in-out core, at first and at least
-within a factor ``1 + TRUST`` of it, every u above 0 (:func:`certdp.lp.benders.benders`'s
-``trust``; the box grows after rounds that improve the upper bound). Unrestricted, the master's
-point is a vertex whose u are above 0 only where cuts pin them: on the Gold Coast at the
-paper's settings (4 users) 1,410 of the 1,600 u were at 0 at round 66, the pinned ones growing
-by 4-5 a round, and the gap stalled at 0.49% (docs/lrgeo.md). The factor 2 was set before any
-run, not tuned."""
+LEVEL = 0.7
+"""The Benders master's point is its optimum in the narrowest box about the in-out core that
+takes the master's objective 70% of the way from its optimum to the best upper bound
+(:func:`certdp.lp.benders.benders`'s ``level``). Unrestricted, the master's point is a vertex
+whose u are above 0 only where cuts pin them: on the Gold Coast at the paper's settings (4
+users) 1,410 of the 1,600 u were at 0 at round 66, the pinned ones growing by 4-5 a round,
+and the gap stalled at 0.49% (docs/lrgeo.md). Chosen over 0.5 on the tuning networks (Sydney's
+three boxes, 4 users: worst solve CPU 8.3 s against 35 s, whose sydney-west round moved far
+enough for its in-out points to leave the blocks' feasible region). Confirmed on the held-out
+networks; the whole Gold Coast, which stalled at 0.29-0.49% before, reaches gap 1e-4 with 4
+users in 156 rounds (docs/lrgeo.md)."""
 
 
 UB_CROSSING = 1e-2
@@ -325,7 +329,7 @@ def solve_benders(master: MasterSpec, ublocks: list[UserBlock], P: LRGeoParams, 
         left = None if time_limit is None else max(1e-3, time_limit - (time.perf_counter() - t0))
         return benders(master, specs, gap=gap, max_iterations=max_iterations, time_limit=left, runner=runner,
                        progress=progress, start=start, core=None if start is None else core, crossing=UB_CROSSING,
-                       repair=floor_repair(ublocks, H), repair_runner=fixer, trust=TRUST)
+                       repair=floor_repair(ublocks, H), repair_runner=fixer, level=LEVEL)
     finally:
         runner.close()
         if fixer is not None:
@@ -474,7 +478,7 @@ class LRGeoServer:
         return master_spec(alpha, H), blocks, H, scale
 
     def solve(self, *, method: str = "benders", gap: float = 1e-4, time_limit: float | None = None,
-              max_iterations: int = 100, progress: Progress | None = None,
+              max_iterations: int = MAX_ROUNDS, progress: Progress | None = None,
               fallback: bool = True) -> tuple[dict[str, ObfuscationResponse], SolveInfo]:
         """Solve CLR-Geo for every stored request; one response per user.
 
