@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _validate as V
 from .family.additive import solve_additive
-from .family.constopt import constopt_mechanism
+from .family.constopt import constopt_mechanism, free_mask
 from .family.exponential import exponential_mechanism
 from .family.spanner import spanner_mechanism
 from .lp.executors import EXECUTORS
@@ -134,13 +134,7 @@ def _instance_of(cls: type) -> Check:
 
 
 def _free_mask(name: str, v: Any, space: Space) -> Any:
-    if v is None:
-        return v
-    a = np.asarray(v)
-    if a.dtype != bool or a.shape != (space.n_records, space.n_outputs):
-        raise ValueError(f"{name} must be a boolean ({space.n_records}, {space.n_outputs}) mask, got {a.dtype} "
-                         f"{a.shape}")
-    return a
+    return None if v is None else free_mask(v, space, name)
 
 
 def _callable(name: str, v: Any, space: Space) -> Any:

@@ -91,6 +91,16 @@ def nearest_outputs(D: np.ndarray, r: int) -> np.ndarray:
     return order
 
 
+def free_mask(free: Any, space: Space, name: str = "free") -> np.ndarray:
+    """``free`` as a replacement function's mask of free entries: a boolean (N, K) array, or
+    ValueError naming ``name``."""
+    a = np.asarray(free)
+    if a.dtype != bool or a.shape != (space.n_records, space.n_outputs):
+        raise ValueError(f"{name} must be a boolean ({space.n_records}, {space.n_outputs}) mask of the free "
+                         f"entries, got {a.dtype} {a.shape}")
+    return a
+
+
 @dataclass(frozen=True)
 class ConstOptLP:
     """The assembled LP of one (epsilon, r, lambda): variables [x (free entries), Y, k]."""
@@ -395,10 +405,7 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
     if r is None:
         r = max(1, min(10, K - 1))
     if free is not None:
-        free = np.asarray(free)
-        if free.shape != (space.n_records, K) or free.dtype != bool:
-            raise ValueError(f"free must be a boolean ({space.n_records}, {K}) mask of the free entries, got "
-                             f"{free.dtype} {free.shape}")
+        free = free_mask(free, space)
     n_free = space.n_records * r if free is None else int(free.sum())
     if solver == "auto":
         solver = "simplex" if n_free + K + 1 <= 8000 else "ipm"
