@@ -607,8 +607,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     b), core (1 + b)]`` whose optimum is at most ``obj + level (ub - obj)``, ``obj`` the
     master's optimum and ``ub`` the best upper bound (:func:`_level_point`; the lower bound stays
     the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md); a stall
-    is declared at the master's own point only. ``start``: a known feasible point ``(value, y, xs)``, the first upper bound.
-    ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
+    is declared at the master's own point only. ``start``: a known feasible point ``(value, y,
+    xs)``, the first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
@@ -679,7 +679,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 rec = {"iteration": it, "lower_bound": lb, "upper_bound": ub, "gap": g, "cuts_added": len(cuts),
                        "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                        "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
-                       "elapsed": time.perf_counter() - t_start, "master_objective": obj, "box": box,
+                       "elapsed": time.perf_counter() - t_start, "master_objective": obj,
+                       "box": box if level is not None else None,
                        "blocks_failed": sum(r.status == "failed" for r in results)}
                 history.append(rec)
                 report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)

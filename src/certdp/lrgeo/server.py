@@ -296,8 +296,8 @@ takes the master's objective 70% of the way from its optimum to the best upper b
 whose u are above 0 only where cuts pin them: on the Gold Coast at the paper's settings (4
 users) 1,410 of the 1,600 u were at 0 at round 66, the pinned ones growing by 4-5 a round,
 and the gap stalled at 0.49% (docs/lrgeo.md). Chosen over 0.5 on the tuning networks (Sydney's
-three boxes, 4 users: worst solve CPU 8.3 s against 35 s, whose sydney-west round moved far
-enough for its in-out points to leave the blocks' feasible region). Confirmed on the held-out
+three boxes, 4 users: worst solve CPU 11.6 s against 35.1 s, whose sydney-west round moved
+far enough for its in-out points to leave the blocks' feasible region). Confirmed on the held-out
 networks; the whole Gold Coast, which stalled at 0.29-0.49% before, reaches gap 1e-4 with 4
 users in 156 rounds (docs/lrgeo.md)."""
 
