@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from certdp import SolverLimitError
 from certdp.experiments import instances
 from certdp.lp.benders import BlockResult, SerialRunner
 from certdp.pmo.benders import VARIANTS, solve_benders
@@ -83,8 +84,12 @@ def one_run(sp, method: str, cfg, a) -> dict[str, Any]:
 
     K = sp.n_outputs
     cpu = time.process_time()
-    r = solve_benders(sp, partition=method, config=cfg, gap=a.gap, time_limit=a.cap, max_iterations=a.rounds,
-                      runner_factory=factory, progress=progress)
+    try:
+        r = solve_benders(sp, partition=method, config=cfg, gap=a.gap, time_limit=a.cap, max_iterations=a.rounds,
+                          runner_factory=factory, progress=progress)
+        end: dict[str, Any] = {"status": str(r.status), "rounds": r.iterations, "gap": r.gap}
+    except SolverLimitError:                      # no feasible point: the blocks' answers are still measured
+        end = {"status": "no feasible point", "rounds": len(masters), "gap": None}
     run = holder[0]
     blocks = []
     for b, spec in enumerate(run.specs):
@@ -92,7 +97,7 @@ def one_run(sp, method: str, cfg, a) -> dict[str, Any]:
         first = next((i + 1 for i, st in enumerate(statuses) if st == "optimal"), len(run.calls) + 1)
         blocks.append({"block": b, "internal": (spec.W.shape[1] - spec.n_slack) / K, "boundary": len(spec.coupling) / K,
                        "first_feasible_round": first, "cpu_per_solve": float(np.mean([c[b][1] for c in run.calls]))})
-    return {"status": r.status, "rounds": r.iterations, "gap": r.gap, "cpu_seconds": time.process_time() - cpu,
+    return {**end, "cpu_seconds": time.process_time() - cpu,
             "blocks": blocks, "master_cpu_per_round": float(np.mean(masters)) if masters else None}
 
 
