@@ -122,7 +122,10 @@ def uniform_rmse(t, qcols, seed) -> float:
 
 def figure5(a, df, doms):
     """Figure 5 at ``--epsilon``: both RIPOST variants and ``--methods``; R-RMSE against RIPOST
-    as published."""
+    as published. A method that materialises the domain is left out ("-") where the domain is
+    above its limit (``certdp.views.build.DENSE_LIMITS``)."""
+    from certdp.views.build import DENSE_LIMITS
+
     rng = np.random.default_rng(a.seed)
     labels = [PAPER, IMPROVED, *a.methods.split(",")]
     table, raw = [], []
@@ -132,22 +135,28 @@ def figure5(a, df, doms):
         for ci in sorted(rng.choice(len(combos), size=min(a.sets, len(combos)), replace=False)):
             cols = combos[ci]
             t = tensor_of(df, doms, cols)
-            res = run(t, labels, a.reps, a.seed + int(ci), a.query_columns, a.epsilon)
+            ran = [m for m in labels if t.domain_size <= DENSE_LIMITS.get(SPECS[m][0], float("inf"))]
+            res = run(t, ran, a.reps, a.seed + int(ci), a.query_columns, a.epsilon)
             base = res[PAPER].rmse_mean
             raw.append({"size": size, "columns": cols, "cells": float(t.domain_size),
                         **{m: r.as_dict() for m, r in res.items()}})
             for m, r in res.items():
                 per[m].append((size, r.rmse_mean / base, r.seconds_mean))
             table.append([size, ",".join(cols), f"{t.domain_size:.3g}",
-                          *[f"{res[m].rmse_mean:.4g} (x{res[m].rmse_mean / base:.2f})" for m in labels]])
+                          *[f"{res[m].rmse_mean:.4g} (x{res[m].rmse_mean / base:.2f})" if m in res else "-"
+                            for m in labels]])
             print(table[-1], flush=True)
-    summary = [[s, *[f"{np.mean([r for z, r, _ in per[m] if s in ('all', z)]):.2f}" for m in labels]]
+
+    def mean(xs: list[float], form: str) -> str:
+        return format(float(np.mean(xs)), form) if xs else "-"
+
+    summary = [[s, *[mean([r for z, r, _ in per[m] if s in ('all', z)], ".2f") for m in labels]]
                for s in [*range(2, 7), "all"]]
     wins = ["sets where ripost (paper) is better", *[f"{sum(r > 1 for _, r, _ in per[m])}/{len(per[m])}"
                                                       for m in labels]]
-    secs = ["build s (mean)", *[f"{np.mean([x for _, _, x in per[m]]):.3g}" for m in labels]]
+    secs = ["build s (mean)", *[mean([x for _, _, x in per[m]], ".3g") for m in labels]]
     tag = f"_eps{a.epsilon:g}" if a.epsilon != 0.1 else ""
-    write_table(f"ripost_fig5{tag}",
+    write_table(a.name or f"ripost_fig5{tag}",
                 f"Paper 004 Figure 5: Adult (adult.data), 2-6 of seven columns, eps {a.epsilon:g}, "
                 f"{a.reps} reps, {a.query_columns}-column range queries",
                 ["columns", "set", "cells", *[f"{m} RMSE (R-RMSE)" for m in labels]], table,
@@ -567,6 +576,7 @@ def main() -> None:
     ap.add_argument("--sets", type=int, default=5, help="figure 5: column sets per number of columns")
     ap.add_argument("--pair-reps", type=int, default=3, help="figure 3: builds per method on each other column pair")
     ap.add_argument("--methods", default="hdpview,privtree,privbayes", help="figure 5: the competitors")
+    ap.add_argument("--name", default=None, help="figure 5: results file name (default ripost_fig5[_epsE])")
     ap.add_argument("--query-columns", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2025)
     ap.add_argument("--epsilon", type=float, default=0.1, help="figures 5 and 7: the privacy budget")
