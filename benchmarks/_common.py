@@ -64,7 +64,12 @@ _WRITTEN: set[Path] = set()
 
 
 def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    """The machine's architecture and cores, and the cores this process may use when fewer (a run
+    pinned with ``taskset`` prices on fewer threads by default), and the Python version."""
+    cores = os.cpu_count()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    pinned = f" ({usable} usable)" if usable and cores and usable < cores else ""
+    return f"{platform.machine()}, {cores} cores{pinned}, Python {platform.python_version()}"
 
 
 def fmt(v: Any) -> str:

@@ -17,6 +17,7 @@ paper's, are what Table 2 compares.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ def main() -> None:
         per: dict[float, list[dict[str, Any]]] = {f: [] for f in a.factors}
         for name, sp0 in instances.available([_draw(base, s) for s in range(1, a.seeds + 1)]):
             for f in a.factors:
-                sp = sp0.with_eta(sp0.eta * f)
+                sp = dataclasses.replace(sp0, eta=sp0.eta * f)   # the same instance at another eta
                 g = MDPGraph.from_space(sp)
                 st = partition(sp, "kmeans-dv", 25, seed=0, graph=g).stats(g.edges)
                 st.pop("internal_per_subset"), st.pop("boundary_per_subset")

@@ -66,7 +66,7 @@ INTERRUPTIBLE_NONZEROS = 50_000
 iteration (HiGHS's interrupt callbacks), so that it stops them at once, unless the process's
 stops are enforced from outside the solve (the ``certdp`` command's watchdog ends the process
 anyway: :func:`certdp._interrupt.stops_enforced`). A poll is a call into Python: polled, the
-solves of the monolithic LPs of grids of 36 to 144 records took a median 1% and at most 3.9%
+solves of the monolithic LPs of grids of 36 to 144 records took a median 2.4% and at most 4.4%
 more CPU time, with the same iterations (``benchmarks/cli/results/interrupt_polling.md``);
 smaller models, whose iterations cost less, finish their solves in a fraction of a second and
 are left unpolled."""
