@@ -662,8 +662,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     master's optimum and ``ub`` the best upper bound (:func:`_level_point`; the lower bound stays
     the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md); a stall
     is declared at the master's own point only. ``start``: a known feasible point ``(value, y,
-    xs)``, the first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``;
-    ``cut_age`` its ``cut_age`` (cuts idle that many rounds leave the master).
+    xs)``, the first upper bound. ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
