@@ -436,10 +436,10 @@ def _write(runs: list[dict], args: argparse.Namespace) -> None:
             notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: Benders CPU s to gap 1e-3 {to[0]:.2f} "
                          f"(round {len(r['history']) - len(to) + 1}), to the end {r['sub_cpu'] + r['master_cpu']:.2f} "
                          f"({r['iterations']} rounds)")
-        rows = [v for v in r.get("master_rows", []) if v is not None]
-        if rows:
+        kept = [v for v in r.get("master_rows", []) if v is not None]
+        if kept:
             notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: master rows (cuts kept) most "
-                         f"{max(rows)}, at the end {rows[-1]}, of {r.get('cuts_added')} cuts added (a cut idle for "
+                         f"{max(kept)}, at the end {kept[-1]}, of {r.get('cuts_added')} cuts added (a cut idle for "
                          "certdp.lrgeo.server.CUT_AGE rounds leaves)")
     notes.extend(_block_note(r) for r in ok if r.get("block_calls"))
     notes.extend(_stopped_note(r) for r in runs if "error" in r and r.get("history"))

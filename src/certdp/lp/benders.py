@@ -564,6 +564,25 @@ def _master_point(m: BendersMaster, core: np.ndarray | None, level: float | None
     return near[0], near[1], solved[2], obj, solved[4] + seconds, binding, b
 
 
+LEVEL_FLOOR = 2.0 ** -6
+"""The least level :func:`_next_level` lowers to: a target within 1.6% of the gap above the
+master's optimum, in effect its own point nearest the core."""
+
+
+def _next_level(level: float | None, lam: float | None, obj: float, ub: float, found: float) -> float | None:
+    """The level of the next round. Halved (down to :data:`LEVEL_FLOOR`) when this round's best
+    point ``found`` took the upper bound ``ub`` at least half the way the level promised
+    (``found <= obj + (1 + lam) / 2 (ub - obj)``): the master's model is accurate about the core,
+    and a point closer to its own optimum gains more. Doubled back towards ``level`` otherwise,
+    where the model is not to be trusted far. A level kept fixed shrinks the gap by about
+    ``level`` a round even when the model is exact."""
+    if level is None or lam is None or not math.isfinite(ub):
+        return lam
+    if found <= obj + 0.5 * (1.0 + lam) * (ub - obj):
+        return max(LEVEL_FLOOR, 0.5 * lam)
+    return min(level, 2.0 * lam)
+
+
 def _start_core(core: np.ndarray | None, level: float | None) -> np.ndarray | None:
     """A float copy of ``core``; with ``level`` it must be positive (the level box about it is
     multiplicative, and every later core, a mean of points in such boxes, stays positive) and
@@ -657,12 +676,12 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     the master's point, the next round separates at the master's y itself. The core moves to
     each point where every block was feasible (docs/lrgeo.md: why); the answers there are
     upper bounds. With ``level`` too (a level bundle step, Lemarechal, Nemirovskii and Nesterov
-    1995, in a box), the master's point is its optimum within the narrowest box ``[core / (1 +
-    b), core (1 + b)]`` whose optimum is at most ``obj + level (ub - obj)``, ``obj`` the
-    master's optimum and ``ub`` the best upper bound (:func:`_level_point`; the lower bound stays
-    the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md); a stall
-    is declared at the master's own point only. ``start``: a known feasible point ``(value, y,
-    xs)``, the first upper bound. ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
+    1995, in a box), the point is the master's optimum within the narrowest box ``[core / (1 +
+    b), core (1 + b)]`` that reaches ``obj + lam (ub - obj)`` (:func:`_level_point`; ``lam`` at
+    most ``level``, :func:`_next_level`), so it does not jump to the master's vertices
+    (docs/lrgeo.md); the lower bound stays the whole master's, and a stall is declared at the
+    master's own point only. ``start``: a known feasible point ``(value, y, xs)``, the first
+    upper bound. ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
@@ -681,7 +700,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status, it, kelley, box = Status.ITERATION_LIMIT, 0, False, 1.0
+    status, it, kelley, box, lam = Status.ITERATION_LIMIT, 0, False, 1.0, level
     core = _start_core(core, level)
 
     def left() -> float | None: return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
@@ -696,7 +715,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     break
                 c_master = process_time()
                 try:
-                    solved = _master_point(m, core, level, ub, box, left())
+                    solved = _master_point(m, core, lam, ub, box, left())
                 except SolverLimitError:
                     status, it = Status.FAILED, it - 1
                     break
@@ -725,6 +744,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
                 best: tuple[float, np.ndarray | None, list] = min((p for p in points if p is not None),
                                                                    key=lambda p: p[0], default=(ub, None, []))
+                lam = _next_level(level, lam, obj, ub, best[0])
                 if best[0] < ub:
                     ub, best_y, best_x = best[0], best[1], list(best[2])
                 _check_order(lb, ub, crossing)
@@ -734,7 +754,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                        "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                        "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
                        "elapsed": time.perf_counter() - t_start, "master_objective": obj,
-                       "box": box if level is not None else None, "master_rows": m.model.n_row,
+                       "box": box if level is not None else None, "level": lam, "master_rows": m.model.n_row,
                        "blocks_failed": sum(r.status == "failed" for r in results)}
                 history.append(rec)
                 report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
