@@ -667,8 +667,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     asked for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
     every round (on their own models, ``repair_runner``, on a second thread), their cuts join
-    the master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
-    thread (:func:`certdp.lp.dense.single_threaded_blas`).
+    the master's and their value, if all feasible, is an upper bound. BLAS runs on one thread.
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
@@ -680,8 +679,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     b), core (1 + b)]`` that reaches ``obj + lam (ub - obj)`` (:func:`_level_point`; ``lam`` at
     most ``level``, :func:`_next_level`), so it does not jump to the master's vertices
     (docs/lrgeo.md); the lower bound stays the whole master's, and a stall is declared at the
-    master's own point only. ``start``: a known feasible point ``(value, y, xs)``, the first
-    upper bound. ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
+    master's own point only. ``start``: a known feasible ``(value, y, xs)``, the first upper
+    bound; ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
