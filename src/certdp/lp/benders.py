@@ -545,42 +545,27 @@ def _level_point(m: BendersMaster, core: np.ndarray, target: float, b: float, ti
 
 
 def _master_point(m: BendersMaster, core: np.ndarray | None, level: float | None, ub: float, b: float,
-                  time_limit: float | None) -> tuple[np.ndarray, np.ndarray, float, float, float, bool, float] | None:
+                  time_limit: float | None) -> tuple[tuple[np.ndarray, np.ndarray, float, float, float, bool, float],
+                                                     tuple[np.ndarray, np.ndarray]] | None:
     """The master's solution (:meth:`BendersMaster.solve`); with a ``core``, a ``level`` and a
     finite upper bound ``ub``, its point moved to :func:`_level_point`'s for the target
     ``obj + level (ub - obj)``. The lower bound and the objective stay the whole master's; the
     last two items say whether the point is not the master's own, and the box factor to start
-    from next round."""
+    from next round. Second: the master's own optimum ``(y, theta)``."""
     solved = m.solve(time_limit)
-    if solved is None or core is None or level is None or not math.isfinite(ub):
-        return None if solved is None else (*solved, False, b)
+    if solved is None:
+        return None
+    own = solved[0], solved[1]
+    if core is None or level is None or not math.isfinite(ub):
+        return (*solved, False, b), own
     obj = solved[3]
     left = None if time_limit is None else max(1e-3, time_limit - solved[4])
     found = _level_point(m, core, obj + level * (ub - obj), b, left)
     if found is None:
-        return (*solved, False, b)
+        return (*solved, False, b), own
     near, b, seconds = found
     binding = near[3] > obj + 1e-9 * max(1.0, abs(obj))
-    return near[0], near[1], solved[2], obj, solved[4] + seconds, binding, b
-
-
-LEVEL_FLOOR = 2.0 ** -6
-"""The least level :func:`_next_level` lowers to: a target within 1.6% of the gap above the
-master's optimum, in effect its own point nearest the core."""
-
-
-def _next_level(level: float | None, lam: float | None, obj: float, ub: float, found: float) -> float | None:
-    """The level of the next round. Halved (down to :data:`LEVEL_FLOOR`) when this round's best
-    point ``found`` took the upper bound ``ub`` at least half the way the level promised
-    (``found <= obj + (1 + lam) / 2 (ub - obj)``): the master's model is accurate about the core,
-    and a point closer to its own optimum gains more. Doubled back towards ``level`` otherwise,
-    where the model is not to be trusted far. A level kept fixed shrinks the gap by about
-    ``level`` a round even when the model is exact."""
-    if level is None or lam is None or not math.isfinite(ub):
-        return lam
-    if found <= obj + 0.5 * (1.0 + lam) * (ub - obj):
-        return max(LEVEL_FLOOR, 0.5 * lam)
-    return min(level, 2.0 * lam)
+    return (near[0], near[1], solved[2], obj, solved[4] + seconds, binding, b), own
 
 
 def _start_core(core: np.ndarray | None, level: float | None) -> np.ndarray | None:
@@ -676,10 +661,11 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     each point where every block was feasible (docs/lrgeo.md: why); the answers there are
     upper bounds. With ``level`` too (a level bundle step, Lemarechal, Nemirovskii and Nesterov
     1995, in a box), the point is the master's optimum within the narrowest box ``[core / (1 +
-    b), core (1 + b)]`` that reaches ``obj + lam (ub - obj)`` (:func:`_level_point`; ``lam`` at
-    most ``level``, :func:`_next_level`), so it does not jump to the master's vertices
-    (docs/lrgeo.md); the lower bound stays the whole master's, and a stall is declared at the
-    master's own point only. ``start``: a known feasible ``(value, y, xs)``, the first upper
+    b), core (1 + b)]`` that reaches ``obj + level (ub - obj)`` (:func:`_level_point`), so it
+    does not jump to the master's vertices (docs/lrgeo.md); the repair, when given, is made of
+    the master's own optimum, so that an accurate model is not held to a level's pace; the
+    lower bound stays the whole master's, and a stall is declared at the master's own point
+    only. ``start``: a known feasible ``(value, y, xs)``, the first upper
     bound; ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
@@ -699,7 +685,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     if start is not None:
         ub, best_y, best_x = start[0], start[1], list(start[2])
     history: list[dict[str, Any]] = []
-    status, it, kelley, box, lam = Status.ITERATION_LIMIT, 0, False, 1.0, level
+    status, it, kelley, box = Status.ITERATION_LIMIT, 0, False, 1.0
     core = _start_core(core, level)
 
     def left() -> float | None: return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
@@ -714,21 +700,21 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     break
                 c_master = process_time()
                 try:
-                    solved = _master_point(m, core, lam, ub, box, left())
+                    solved = _master_point(m, core, level, ub, box, left())
                 except SolverLimitError:
                     status, it = Status.FAILED, it - 1
                     break
                 if solved is None:  # the master alone used up the time limit
                     status, it = Status.TIME_LIMIT, it - 1
                     break
-                (y_master, theta, lb_it, obj, t_master, binding, box), c_master = solved, process_time() - c_master
+                ((y_master, theta, lb_it, obj, t_master, binding, box), own), c_master = solved, process_time() - c_master
                 lb, y = max(lb, lb_it), y_master
                 if core is not None and not kelley:
                     y = in_out * y_master + (1.0 - in_out) * core
                 t0, c_sub = time.perf_counter(), process_time()
                 repaired = None
                 if fixer is not None and beside is not None and repair is not None:
-                    y_r = repair(y_master)
+                    y_r = repair(own[0])
                     repaired = y_r, beside.submit(fixer.solve_all, y_r, theta, left())
                 results = run.solve_all(y, theta, left()) if blocks else []
                 cuts = _round_cuts(results, theta, y_master, couplings)
@@ -738,12 +724,11 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 points += [heuristic(y, results)] if points[0] is None and heuristic is not None else []
                 if repaired is not None:
                     fixed = repaired[1].result()
-                    cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
+                    cuts, results = cuts + _round_cuts(fixed, own[1], own[0], couplings), list(results) + list(fixed)
                     points.append(_point(master, repaired[0], fixed))
                 t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
                 best: tuple[float, np.ndarray | None, list] = min((p for p in points if p is not None),
                                                                    key=lambda p: p[0], default=(ub, None, []))
-                lam = _next_level(level, lam, obj, ub, best[0])
                 if best[0] < ub:
                     ub, best_y, best_x = best[0], best[1], list(best[2])
                 _check_order(lb, ub, crossing)
@@ -753,7 +738,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                        "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                        "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
                        "elapsed": time.perf_counter() - t_start, "master_objective": obj,
-                       "box": box if level is not None else None, "level": lam, "master_rows": m.model.n_row,
+                       "box": box if level is not None else None, "master_rows": m.model.n_row,
                        "blocks_failed": sum(r.status == "failed" for r in results)}
                 history.append(rec)
                 report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
