@@ -545,27 +545,23 @@ def _level_point(m: BendersMaster, core: np.ndarray, target: float, b: float, ti
 
 
 def _master_point(m: BendersMaster, core: np.ndarray | None, level: float | None, ub: float, b: float,
-                  time_limit: float | None) -> tuple[tuple[np.ndarray, np.ndarray, float, float, float, bool, float],
-                                                     tuple[np.ndarray, np.ndarray]] | None:
+                  time_limit: float | None) -> tuple[np.ndarray, np.ndarray, float, float, float, bool, float] | None:
     """The master's solution (:meth:`BendersMaster.solve`); with a ``core``, a ``level`` and a
     finite upper bound ``ub``, its point moved to :func:`_level_point`'s for the target
     ``obj + level (ub - obj)``. The lower bound and the objective stay the whole master's; the
     last two items say whether the point is not the master's own, and the box factor to start
-    from next round. Second: the master's own optimum ``(y, theta)``."""
+    from next round."""
     solved = m.solve(time_limit)
-    if solved is None:
-        return None
-    own = solved[0], solved[1]
-    if core is None or level is None or not math.isfinite(ub):
-        return (*solved, False, b), own
+    if solved is None or core is None or level is None or not math.isfinite(ub):
+        return None if solved is None else (*solved, False, b)
     obj = solved[3]
     left = None if time_limit is None else max(1e-3, time_limit - solved[4])
     found = _level_point(m, core, obj + level * (ub - obj), b, left)
     if found is None:
-        return (*solved, False, b), own
+        return (*solved, False, b)
     near, b, seconds = found
     binding = near[3] > obj + 1e-9 * max(1.0, abs(obj))
-    return (near[0], near[1], solved[2], obj, solved[4] + seconds, binding, b), own
+    return near[0], near[1], solved[2], obj, solved[4] + seconds, binding, b
 
 
 def _start_core(core: np.ndarray | None, level: float | None) -> np.ndarray | None:
@@ -652,7 +648,8 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     asked for a feasible point in every round whose blocks did not all give one. ``repair(y)`` maps
     the master's point to one the problem knows to be better; the blocks are solved there too
     every round (on their own models, ``repair_runner``, on a second thread), their cuts join
-    the master's and their value, if all feasible, is an upper bound. BLAS runs on one thread.
+    the master's and their value, if all feasible, is an upper bound. The rounds run BLAS on one
+    thread (:func:`certdp.lp.dense.single_threaded_blas`).
 
     With a ``core`` point (a feasible y, e.g. from a known mechanism), the blocks are solved
     not at the master's y but at ``in_out * y + (1 - in_out) * core`` (in-out stabilisation,
@@ -660,13 +657,12 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     the master's point, the next round separates at the master's y itself. The core moves to
     each point where every block was feasible (docs/lrgeo.md: why); the answers there are
     upper bounds. With ``level`` too (a level bundle step, Lemarechal, Nemirovskii and Nesterov
-    1995, in a box), the point is the master's optimum within the narrowest box ``[core / (1 +
-    b), core (1 + b)]`` that reaches ``obj + level (ub - obj)`` (:func:`_level_point`), so it
-    does not jump to the master's vertices (docs/lrgeo.md); the repair, when given, is made of
-    the master's own optimum, so that an accurate model is not held to a level's pace; the
-    lower bound stays the whole master's, and a stall is declared at the master's own point
-    only. ``start``: a known feasible ``(value, y, xs)``, the first upper
-    bound; ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
+    1995, in a box), the master's point is its optimum within the narrowest box ``[core / (1 +
+    b), core (1 + b)]`` whose optimum is at most ``obj + level (ub - obj)``, ``obj`` the
+    master's optimum and ``ub`` the best upper bound (:func:`_level_point`; the lower bound stays
+    the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md); a stall
+    is declared at the master's own point only. ``start``: a known feasible point ``(value, y,
+    xs)``, the first upper bound. ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
@@ -707,14 +703,14 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 if solved is None:  # the master alone used up the time limit
                     status, it = Status.TIME_LIMIT, it - 1
                     break
-                ((y_master, theta, lb_it, obj, t_master, binding, box), own), c_master = solved, process_time() - c_master
+                (y_master, theta, lb_it, obj, t_master, binding, box), c_master = solved, process_time() - c_master
                 lb, y = max(lb, lb_it), y_master
                 if core is not None and not kelley:
                     y = in_out * y_master + (1.0 - in_out) * core
                 t0, c_sub = time.perf_counter(), process_time()
                 repaired = None
                 if fixer is not None and beside is not None and repair is not None:
-                    y_r = repair(own[0])
+                    y_r = repair(y_master)
                     repaired = y_r, beside.submit(fixer.solve_all, y_r, theta, left())
                 results = run.solve_all(y, theta, left()) if blocks else []
                 cuts = _round_cuts(results, theta, y_master, couplings)
@@ -724,7 +720,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 points += [heuristic(y, results)] if points[0] is None and heuristic is not None else []
                 if repaired is not None:
                     fixed = repaired[1].result()
-                    cuts, results = cuts + _round_cuts(fixed, own[1], own[0], couplings), list(results) + list(fixed)
+                    cuts, results = cuts + _round_cuts(fixed, theta, y_master, couplings), list(results) + list(fixed)
                     points.append(_point(master, repaired[0], fixed))
                 t_sub, c_sub = time.perf_counter() - t0, process_time() - c_sub
                 best: tuple[float, np.ndarray | None, list] = min((p for p in points if p is not None),
