@@ -734,7 +734,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                        "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                        "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
                        "elapsed": time.perf_counter() - t_start, "master_objective": obj,
-                       "box": box if level is not None else None, "master_rows": m.model.n_row,
+                       "box": box if level is not None else None, "master_rows": m.model.n_row, "master_rows": m.model.n_row,
                        "blocks_failed": sum(r.status == "failed" for r in results)}
                 history.append(rec)
                 report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
