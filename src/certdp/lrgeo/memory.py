@@ -54,7 +54,7 @@ MAX_ROUNDS = 200
 #: Benders keeps two models per block (the stabilised point's and the repair point's).
 HIGHS_ROW_BYTES = 800
 #: bytes a master HiGHS model holds per nonzero of its cuts, grown a round at a time and
-#: re-solved: at most 257 replaying 4 and 10 dense cuts a round over K + 1 = 1,601 columns to
+#: re-solved: at most 233 replaying 4 and 10 dense cuts a round over K + 1 = 1,601 columns to
 #: 300 rounds (benchmarks/paper003/results/master_memory.md).
 CUT_NONZERO_BYTES = 300
 #: the master's models: the whole master (the lower bound) and the level box's
