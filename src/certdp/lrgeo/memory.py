@@ -216,10 +216,10 @@ def check_round(world: World, params: LRGeoParams, users: int, *, limit: float |
     c = est.counts
     if what == "pending":
         most = _largest(lambda m: sum(_parts(c, users, m).values()) <= budget, 0, max(pending, 0))
-        fit = f"at most {most} users in flight (--max-pending)" if most >= 1 else "no user in flight"
+        fit = f"at most {most} user{'s' * (most != 1)} in flight (--max-pending)" if most >= 1 else "no user in flight"
     else:
         most = _largest(lambda m: sum(_parts(c, m, pending).values()) <= budget, 1, max(users, 1))
-        fit = f"at most {most} users" if most >= 1 else "not one user"
+        fit = f"at most {most} user{'s' * (most != 1)}" if most >= 1 else "not one user"
     side = _largest_grid(world, params, users, pending, budget)
     grid = f"a grid of at most {side}x{side} over this area" if side >= 2 else "no grid over this area"
     raise MemoryLimitError(
