@@ -226,6 +226,7 @@ def run_one(name: str, folder: str, bbox: list[float] | None, users: int, seed: 
             "method": info.method, "status": info.status, "gap": info.gap, "iterations": info.iterations,
             "sub_cpu": sum(h.get("sub_cpu", 0.0) for h in hist), "master_cpu": sum(h.get("master_cpu", 0.0) for h in hist),
             "certified": certified, "table_pairs": len(table.pair_key),
+            "master_rows": [h.get("master_rows") for h in hist], "cuts_added": sum(h.get("cuts_added", 0) for h in hist),
             "history": [[h["iteration"], h["gap"], h.get("sub_cpu", 0.0), h.get("master_cpu", 0.0)] for h in hist]}
 
 
@@ -435,6 +436,11 @@ def _write(runs: list[dict], args: argparse.Namespace) -> None:
             notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: Benders CPU s to gap 1e-3 {to[0]:.2f} "
                          f"(round {len(r['history']) - len(to) + 1}), to the end {r['sub_cpu'] + r['master_cpu']:.2f} "
                          f"({r['iterations']} rounds)")
+        kept = [v for v in r.get("master_rows", []) if v is not None]
+        if kept:
+            notes.append(f"{r['instance']}, {r['users']} users, seed {r['seed']}: master rows (cuts kept) most "
+                         f"{max(kept)}, at the end {kept[-1]}, of {r.get('cuts_added')} cuts added (a cut idle for "
+                         "certdp.lrgeo.server.CUT_AGE rounds leaves)")
     notes.extend(_block_note(r) for r in ok if r.get("block_calls"))
     notes.extend(_stopped_note(r) for r in runs if "error" in r and r.get("history"))
     notes.append("Per part: measured growth of the resident set (estimate made before allocating, "

@@ -123,12 +123,14 @@ def test_benders_reaches_the_optimum_that_highs_gives_directly(lad):
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(ladders(), st.sampled_from([0.2, 0.5, 1.0]), st.floats(0.0, 1.0), st.sampled_from([None, 0.3, 0.5, 0.9]))
-def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull, level):
+@given(ladders(), st.sampled_from([0.2, 0.5, 1.0]), st.floats(0.0, 1.0), st.sampled_from([None, 0.3, 0.5, 0.9]),
+       st.sampled_from([None, 1, 3]))
+def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull, level, cut_age):
     """Stabilised at a core where every block is feasible, solving the blocks also at a
-    repaired point (here the master's point pulled towards the core, feasible or not), and
-    with the master's point taken in the level box about the core, the run reaches the LP's
-    optimum with ordered bounds, and its upper bound is a point of the LP."""
+    repaired point (here the master's point pulled towards the core, feasible or not), with
+    the master's point taken in the level box about the core, and with idle cuts dropped from
+    the master, the run reaches the LP's optimum with ordered bounds, and its upper bound is a
+    point of the LP."""
     core = lad.inner
     assume(level is None or bool(np.all(core > 0)))
 
@@ -136,7 +138,7 @@ def test_the_in_out_core_and_the_repair_point_keep_the_optimum(lad, in_out, pull
         return (1.0 - pull) * y + pull * core
 
     out = benders(lad.master, lad.blocks, gap=1e-7, max_iterations=500, core=core, in_out=in_out, repair=repair,
-                  level=level)
+                  level=level, cut_age=cut_age)
     assert out.status is Status.OPTIMAL
     _check_run(lad, out, 1e-7)
     assert out.upper_bound == pytest.approx(lad.optimum, rel=1e-6)

@@ -456,7 +456,7 @@ def test_a_round_that_would_not_fit_is_refused_before_anything_is_allocated():
     msg = str(info.value)
     assert "needs about" in msg and "fits: at most" in msg and "\n" not in msg
     assert "travel" not in w.__dict__ and "haversine" not in w.__dict__     # nothing was computed
-    most = int(msg.split("at most ")[1].split(" users")[0])
+    most = int(msg.split("at most ")[1].split(" user")[0])
     assert 1 <= most < 6
     assert estimate_round(w, P, most).total <= need - 1 < estimate_round(w, P, most + 1).total
     side = int(msg.split("grid of at most ")[1].split("x")[0])

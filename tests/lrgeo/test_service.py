@@ -607,7 +607,7 @@ def test_a_server_setting_that_would_not_fit_is_refused_with_what_fits(world, pa
     with pytest.raises(MemoryLimitError) as info:
         RoundScheduler(world, params, limits=limits, max_memory=need - 1)
     msg = str(info.value)
-    most = int(msg.split("at most ")[1].split(" users in flight")[0])
+    most = int(msg.split("at most ")[1].split(" user")[0])
     assert "(--max-pending)" in msg and 1 <= most < 1000
     assert estimate_round(world, params, 4, pending=most).total <= need - 1
     with RoundScheduler(world, params, limits=Limits(round_users=4, max_pending=most), max_memory=need - 1) as s:

@@ -303,6 +303,7 @@ class BendersOutcome:
     history: list[dict[str, Any]] = field(default_factory=list)
     cuts: int = 0
     skipped_cuts: int = 0
+    dropped_cuts: int = 0
 
     @property
     def gap(self) -> float:
@@ -322,11 +323,21 @@ class BendersMaster:
     they reach it (:func:`certdp.lp.bounds.drop_small_coefficients`, then scaled, or skipped
     when their range stays above :data:`MAX_CUT_RANGE`); when the live model fails numerically
     it is rebuilt from its rows and solved by dual simplex, then by interior point. With
-    ``clean=False`` every cut reaches the master as it is (the textbook algorithm)."""
+    ``clean=False`` every cut reaches the master as it is (the textbook algorithm).
+
+    With ``cut_age``, a cut whose slack was basic at that many whole solves in a row, and at
+    every level-box solve between them, is deleted from the master (a slack basic in both
+    models' bases, so each keeps a valid basis and hot-starts). Any subset of valid cuts is a
+    relaxation, so each solve's bound stays a lower bound (the engine keeps the best one);
+    a deleted cut comes back from its block when the point returns to where it binds."""
 
     def __init__(self, master: MasterSpec, blocks: Sequence[BlockSpec], tolerance: float = 1e-9,
-                 clean: bool = True) -> None:
+                 clean: bool = True, cut_age: int | None = None) -> None:
         self.clean = clean
+        self.cut_age = cut_age
+        self.fixed_rows = master.A.shape[0]
+        self.idle = np.zeros(0, dtype=np.int64)
+        self.dropped = 0
         self.ny = len(master.c)
         self.nb = len(blocks)
         self.spec = master
@@ -347,6 +358,7 @@ class BendersMaster:
         self.r_up = [np.asarray(master.r_up, dtype=np.float64)]
         self.n_cuts = 0
         self.skipped = 0
+        self.box: HighsLP | None = None
 
     def _add(self, R: sp.csr_matrix, lo: np.ndarray, up: np.ndarray) -> None:
         """Clean the rows (relax tiny coefficients away, scale each to a largest coefficient of
@@ -376,7 +388,10 @@ class BendersMaster:
 
     def _append(self, R: sp.csr_matrix, lo: np.ndarray, up: np.ndarray) -> None:
         """Add rows to the live model and keep them for a rebuild."""
-        self.model.add_rows(R, lo, up)
+        for model in (self.model, self.box):
+            if model is not None:
+                model.add_rows(R, lo, up)
+        self.idle = np.append(self.idle, np.zeros(R.shape[0], dtype=np.int64))
         self.A_rows.append(R)
         self.r_lo.append(np.asarray(lo, dtype=np.float64))
         self.r_up.append(np.asarray(up, dtype=np.float64))
@@ -411,11 +426,43 @@ class BendersMaster:
         self.r_lo, self.r_up = [lo], [up]
         return A, lo, up
 
+    def _drop_idle(self) -> None:
+        """Delete the cuts idle (slack basic) at the last :data:`CUT_AGE` whole solves and at
+        every level solve between them, from the live model and from the rows kept for a rebuild."""
+        if self.cut_age is None:
+            return
+        old = np.flatnonzero(self.idle >= self.cut_age)
+        if len(old) == 0:
+            return
+        A, lo, up = self._rows()
+        keep = np.ones(A.shape[0], dtype=bool)
+        keep[self.fixed_rows + old] = False
+        for model in (self.model, self.box):
+            if model is not None:
+                model.delete_rows(self.fixed_rows + old)
+        self.A_rows, self.r_lo, self.r_up = [A[keep]], [lo[keep]], [up[keep]]
+        self.idle = self.idle[keep[self.fixed_rows:]]
+        self.dropped += len(old)
+
+    def _age(self, model: HighsLP, whole: bool) -> None:
+        """Count a solve against each cut whose slack it left basic (one more idle round after a
+        whole solve), and clear the count of every cut it made binding."""
+        if self.cut_age is None:
+            return
+        status = model.basis_status()
+        if status is None:
+            return
+        basic = status[1][self.fixed_rows:] == 1
+        self.idle[~basic] = 0
+        if whole:
+            self.idle[basic] += 1
+
     def solve(self, time_limit: float | None = None) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
         """Solve; return (y, theta, rigorous lower bound, objective, seconds), or None when
         ``time_limit`` seconds ran out first. Raises :class:`SolverLimitError` when HiGHS fails
         on the master with every algorithm."""
         t0 = time.perf_counter()
+        self._drop_idle()
         self.model.set_time_limit(time_limit)
         sol = self.model.solve()
         A, lo, up = self._rows()
@@ -433,6 +480,7 @@ class BendersMaster:
         if sol.status != "optimal" or sol.row_dual is None or sol.x is None:
             raise SolverLimitError(f"Benders master: HiGHS returned {sol.status!r} with every algorithm")
         self.model.use_dual_simplex()
+        self._age(self.model, whole=True)
         lb = lagrangian_bound(self.c, A, lo, up, self.col_lo, self.col_up, sol.row_dual)
         x = sol.x
         return x[: self.ny], x[self.ny:], lb, sol.objective, time.perf_counter() - t0
@@ -441,15 +489,21 @@ class BendersMaster:
                      ) -> tuple[np.ndarray, np.ndarray, float, float] | None:
         """The master's optimum with ``y`` kept in ``[lo, up]`` (within its own bounds): ``(y,
         theta, seconds, objective)``, or None when HiGHS did not end optimal (the time ran out, or it
-        failed). The live model gets its own bounds back after."""
+        failed). Solved on a second model with the same rows (:attr:`box`), built at the first
+        call, so that each model hot-starts from its own kind of basis."""
         t0 = time.perf_counter()
+        if self.box is None:
+            A, r_lo, r_up = self._rows()
+            self.box = HighsLP(self.c, A, r_lo, r_up, self.col_lo, self.col_up, solver="simplex",
+                               tolerance=self.tolerance, presolve=False)
         cols = np.arange(self.ny)
-        self.model.set_col_bounds(cols, np.maximum(self.col_lo[: self.ny], lo), np.minimum(self.col_up[: self.ny], up))
-        self.model.set_time_limit(time_limit)
-        try:
-            sol = self.model.solve()
-        finally:
-            self.model.set_col_bounds(cols, self.col_lo[: self.ny], self.col_up[: self.ny])
+        self.box.set_col_bounds(cols, np.maximum(self.col_lo[: self.ny], lo), np.minimum(self.col_up[: self.ny], up))
+        self.box.set_time_limit(time_limit)
+        sol = self.box.solve()
+        if sol.status == "optimal":
+            self._age(self.box, whole=False)
+        elif sol.status != "time_limit":
+            self.box = None     # rebuilt from the rows at the next call
         if sol.status != "optimal" or sol.x is None:
             return None
         return sol.x[: self.ny], sol.x[self.ny:], time.perf_counter() - t0, float(sol.objective)
@@ -586,7 +640,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
             heuristic: Heuristic | None = None, core: np.ndarray | None = None, in_out: float = 0.2,
             start: tuple[float, np.ndarray, list[np.ndarray]] | None = None, crossing: float = 0.0,
             clean_cuts: bool = True, repair: Callable[[np.ndarray], np.ndarray] | None = None,
-            level: float | None = None) -> BendersOutcome:
+            level: float | None = None, cut_age: int | None = None) -> BendersOutcome:
     """Run Benders decomposition until the relative gap, iteration or (wall-clock) time limit.
 
     ``separator(y)`` may return rows ``(R, lo, up)`` of valid inequalities on ``y`` violated at
@@ -608,7 +662,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     master's optimum and ``ub`` the best upper bound (:func:`_level_point`; the lower bound stays
     the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md); a stall
     is declared at the master's own point only. ``start``: a known feasible point ``(value, y,
-    xs)``, the first upper bound. ``clean_cuts`` is :class:`BendersMaster`'s ``clean``.
+    xs)``, the first upper bound. ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
@@ -620,7 +674,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     run = runner if runner is not None else SerialRunner(blocks, tolerance)
     fixer = (SerialRunner(blocks, tolerance) if own_fixer else repair_runner) if repair and blocks else None
     couplings = [b.coupling for b in blocks]
-    m = BendersMaster(master, blocks, tolerance, clean=clean_cuts)
+    m = BendersMaster(master, blocks, tolerance, clean=clean_cuts, cut_age=cut_age)
     lb, ub = -math.inf, math.inf
     best_y: np.ndarray | None = None
     best_x: list[np.ndarray | None] = [None] * len(blocks)
@@ -680,7 +734,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                        "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                        "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
                        "elapsed": time.perf_counter() - t_start, "master_objective": obj,
-                       "box": box if level is not None else None,
+                       "box": box if level is not None else None, "master_rows": m.model.n_row, "master_rows": m.model.n_row,
                        "blocks_failed": sum(r.status == "failed" for r in results)}
                 history.append(rec)
                 report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)
@@ -698,4 +752,4 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                 if own and r is not None:
                     r.close()
     return BendersOutcome(status=status, y=best_y, x=best_x, upper_bound=ub, lower_bound=lb, iterations=it,
-                          history=history, cuts=m.n_cuts, skipped_cuts=m.skipped)
+                          history=history, cuts=m.n_cuts, skipped_cuts=m.skipped, dropped_cuts=m.dropped)

@@ -288,6 +288,16 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the new rows")
         self.n_row += R.shape[0]
 
+    def delete_rows(self, rows: np.ndarray) -> None:
+        """Delete the given rows. Rows whose slack is basic leave the rest of the basis valid,
+        and the next solve hot-starts from it."""
+        rows = np.ascontiguousarray(np.unique(rows), dtype=np.int32)
+        if len(rows) == 0:
+            return
+        if self.h.deleteRows(int(len(rows)), rows) == highspy.HighsStatus.kError:
+            raise SolverLimitError("HiGHS rejected the row deletion")
+        self.n_row -= len(rows)
+
     def add_cols(self, A_cols: sp.spmatrix, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Append columns (new nonbasic variables: HiGHS keeps its basis, and a primal simplex
         carries on from it)."""

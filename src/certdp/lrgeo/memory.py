@@ -16,8 +16,9 @@ the part allocates for the worst placed users:
 - ``lr_sets``: each user's distances to every location, LR-set distances, costs and upload;
 - ``blocks``: each user's LP block (every entry of its rows and columns once, the Geo-Ind rows
   between free entries, the build's temporaries);
-- ``solve``: two HiGHS models per block (kept for the whole Benders solve), the master and
-  its cuts, the responses;
+- ``solve``: two HiGHS models per block (kept for the whole Benders solve), the master's two
+  models with every cut of every round (up to two per user a round, each over the K + 1
+  entries of y; idle cuts leave the master, which this does not count on), the responses;
 - ``certify``: the users' certified matrices (n x K each) and the certification's work.
 
 The model's constants are bytes per entry counted in the code that allocates them, rounded
@@ -52,6 +53,12 @@ MAX_ROUNDS = 200
 #: 190 MB for 10 blocks of 242,000 rows in all at the paper's settings (benchmarks/paper003/scale.py).
 #: Benders keeps two models per block (the stabilised point's and the repair point's).
 HIGHS_ROW_BYTES = 800
+#: bytes a master HiGHS model holds per nonzero of its cuts, grown a round at a time and
+#: re-solved: at most 233 replaying 4 and 10 dense cuts a round over K + 1 = 1,601 columns to
+#: 300 rounds (benchmarks/paper003/results/master_memory.md).
+CUT_NONZERO_BYTES = 300
+#: the master's models: the whole master (the lower bound) and the level box's
+MASTER_MODELS = 2
 
 
 class MemoryLimitError(ValueError):
@@ -133,7 +140,7 @@ def _parts(c: Counts, users: int, pending: int = 0, rounds: int = MAX_ROUNDS) ->
         "lr_sets": users * 8 * (n * K + n * n + 3 * n * o) + 48 * n * o + pending * 8 * (n * n + 2 * n * o),
         "blocks": users * block_kept + block_build,
         "solve": users * (2 * HIGHS_ROW_BYTES * rows + block_kept + 8 * n * o) + block_build
-        + 24 * 2 * users * rounds * (K + 1),
+        + MASTER_MODELS * CUT_NONZERO_BYTES * 2 * users * rounds * (K + 1),
         "certify": users * 8 * n * K + 6 * 8 * n * K,
     }
 
@@ -209,10 +216,10 @@ def check_round(world: World, params: LRGeoParams, users: int, *, limit: float |
     c = est.counts
     if what == "pending":
         most = _largest(lambda m: sum(_parts(c, users, m).values()) <= budget, 0, max(pending, 0))
-        fit = f"at most {most} users in flight (--max-pending)" if most >= 1 else "no user in flight"
+        fit = f"at most {most} user{'s' * (most != 1)} in flight (--max-pending)" if most >= 1 else "no user in flight"
     else:
         most = _largest(lambda m: sum(_parts(c, m, pending).values()) <= budget, 1, max(users, 1))
-        fit = f"at most {most} users" if most >= 1 else "not one user"
+        fit = f"at most {most} user{'s' * (most != 1)}" if most >= 1 else "not one user"
     side = _largest_grid(world, params, users, pending, budget)
     grid = f"a grid of at most {side}x{side} over this area" if side >= 2 else "no grid over this area"
     raise MemoryLimitError(
