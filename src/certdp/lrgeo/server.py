@@ -306,8 +306,10 @@ CUT_AGE = 10
 (:func:`certdp.lp.benders.benders`'s ``cut_age``). Every round adds up to two dense cuts per
 user over the K + 1 entries of y; kept all, the late rounds of the Gold Coast round at the
 paper's settings spent 3 CPU s a round in the master with 4 users and 9-13 s with 10 users.
-On the Gold Coast with 4 users the master's CPU seconds fell from 197 to 107 (157 rounds
-against 156; docs/lrgeo.md)."""
+With this and the level box on a master model of its own, the Gold Coast's master took 63
+CPU s instead of 197 (4 users, 162 rounds against 156) and its 10-user round reached gap 1e-4
+(138 rounds); at 5 and 20 the 4-user round's solve took 649 and 653 CPU s against 639
+(docs/lrgeo.md)."""
 
 
 UB_CROSSING = 1e-2
