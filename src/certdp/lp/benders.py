@@ -427,8 +427,8 @@ class BendersMaster:
         return A, lo, up
 
     def _drop_idle(self) -> None:
-        """Delete the cuts idle (slack basic) at the last :data:`CUT_AGE` whole solves and at
-        every level solve between them, from the live model and from the rows kept for a rebuild."""
+        """Delete the cuts idle (slack basic) at the last ``cut_age`` whole solves and at every
+        level solve between them, from both models and from the rows kept for a rebuild."""
         if self.cut_age is None:
             return
         old = np.flatnonzero(self.idle >= self.cut_age)
@@ -734,7 +734,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                        "feasibility_cuts": sum(c.feasibility for c in cuts), "master_seconds": t_master,
                        "sub_seconds": t_sub, "master_cpu": c_master, "sub_cpu": c_sub,
                        "elapsed": time.perf_counter() - t_start, "master_objective": obj,
-                       "box": box if level is not None else None, "master_rows": m.model.n_row, "master_rows": m.model.n_row,
+                       "box": box if level is not None else None, "master_rows": m.model.n_row,
                        "blocks_failed": sum(r.status == "failed" for r in results)}
                 history.append(rec)
                 report(progress, "round", bounds_line("round", rec, "cuts_added", "cuts"), rec)

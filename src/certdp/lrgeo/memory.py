@@ -47,7 +47,7 @@ GB = 1e9
 MB = 2**20
 
 #: Benders' rounds at most, LRGeoServer.solve's default limit and what the master's cuts are
-#: sized for: the Gold Coast round at the paper's settings (4 users) took 156 (docs/lrgeo.md)
+#: sized for: the Gold Coast rounds at the paper's settings took 138-162 (docs/lrgeo.md)
 MAX_ROUNDS = 200
 #: bytes of a block's HiGHS model per row (its matrix both ways, factor and work vectors):
 #: 190 MB for 10 blocks of 242,000 rows in all at the paper's settings (benchmarks/paper003/scale.py).

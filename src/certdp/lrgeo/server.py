@@ -299,7 +299,7 @@ and the gap stalled at 0.49% (docs/lrgeo.md). Chosen over 0.5 on the tuning netw
 three boxes, 4 users: worst solve CPU 11.6 s against 35.1 s, whose sydney-west round moved
 far enough for its in-out points to leave the blocks' feasible region). Confirmed on the held-out
 networks; the whole Gold Coast, which stalled at 0.29-0.49% before, reaches gap 1e-4 with 4
-users in 156 rounds (docs/lrgeo.md)."""
+and 10 users (162 and 138 rounds with :data:`CUT_AGE`; docs/lrgeo.md)."""
 
 CUT_AGE = 10
 """A cut idle (slack basic) at 10 whole master solves in a row leaves the master
