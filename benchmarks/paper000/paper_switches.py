@@ -46,6 +46,12 @@ DESIGNS: dict[str, dict[str, Any]] = {
 }
 
 
+def design_config(design: str) -> BendersConfig:
+    """The Benders configuration of a design: the improved variant ("improved"), or the
+    published algorithm with the departures :data:`DESIGNS` names."""
+    return VARIANTS["improved"] if design == "improved" else dataclasses.replace(PAPER, **DESIGNS[design])
+
+
 def sizes(sp: Any, cfg: BendersConfig) -> dict[str, Any]:
     """What a design gives the master before its first solve, counted without building it (as
     ``solve_benders`` chooses edges, partition and boundary): boundary records, mDP rows among

@@ -24,11 +24,10 @@ import numpy as np
 
 from certdp import SolverLimitError, solve
 from certdp.experiments import instances
-from certdp.pmo.benders import VARIANTS
 from certdp.pmo.partition import PARTITIONERS
 
 from .._common import Steps, output_args, write_table
-from .paper_switches import DESIGNS
+from .paper_switches import DESIGNS, design_config
 
 #: paper 000 Table 3 (seconds) and Table 4 (rounds), by kind and partitioner; None: "max iter. ex." / >= 500
 PAPER_SECONDS = {"road": {"kmeans-dv": 290.7, "kmeans-rec": 1066.9, "kmeans-adj": None, "bsc": None},
@@ -68,7 +67,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=500, help="round limit (the paper's tables stop at 500)")
     ap.add_argument("--name", default="partitioner_times")
     a = output_args(ap).parse_args()
-    cfg = VARIANTS["improved"] if a.design == "improved" else dataclasses.replace(VARIANTS["paper"], **DESIGNS[a.design])
+    cfg = design_config(a.design)
     rows: list[list[Any]] = []
     raw: list[dict[str, Any]] = []
     with Steps("partitioner times", len(a.kinds) * len(a.partitioners) * a.seeds) as steps:

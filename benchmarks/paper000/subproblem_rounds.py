@@ -23,7 +23,6 @@ it sees: its coupling variables over K (the master's records whose rows it share
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from typing import Any
 
@@ -32,11 +31,11 @@ import numpy as np
 from certdp import SolverLimitError
 from certdp.experiments import instances
 from certdp.lp.benders import BlockResult, SerialRunner
-from certdp.pmo.benders import VARIANTS, solve_benders
+from certdp.pmo.benders import solve_benders
 from certdp.pmo.partition import PARTITIONERS
 
 from .._common import output_args, write_table
-from .paper_switches import DESIGNS
+from .paper_switches import DESIGNS, design_config
 
 PAPER_CORRELATION = {"road": 0.712, "grid": 0.6264, "text": 0.1302, "gauss": 0.6072}
 
@@ -114,7 +113,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=500)
     ap.add_argument("--name", default="subproblem_rounds")
     a = output_args(ap).parse_args()
-    cfg = VARIANTS["improved"] if a.design == "improved" else dataclasses.replace(VARIANTS["paper"], **DESIGNS[a.design])
+    cfg = design_config(a.design)
     rows: list[list[Any]] = []
     raw: list[dict[str, Any]] = []
     for kind in a.kinds:
