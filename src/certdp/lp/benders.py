@@ -671,9 +671,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md). Where the
     blocks, solved at that point itself, cut nothing off, the model is exact there, and the next
     round takes the master's own optimum (on a model exact everywhere, the optimum: a level
-    alone would shrink the gap by about ``level`` a round). A stall is declared at the master's
-    own point only. ``start``: a feasible ``(value, y, xs)``, the first upper bound. ``clean_cuts``,
-    ``cut_age``: :class:`BendersMaster`'s.
+    alone would shrink the gap by about ``level`` a round), where the core does not move (the
+    boxes would pin a vertex's zeros). A stall is declared at the master's own point only.
+    ``start``: a feasible ``(value, y, xs)``, the first upper bound. ``clean_cuts``, ``cut_age``: the master's.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
@@ -721,9 +721,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     repaired = y_r, beside.submit(fixer.solve_all, y_r, theta, left())
                 results = run.solve_all(y, theta, left()) if blocks else []
                 cuts = _round_cuts(results, theta, y_master, couplings)
+                core = y if core is not None and not free and results and all(r.feasible for r in results) else core
                 # no cut at the in-out point: the level point next; none there: the master's own optimum
                 free, kelley = binding and kelley and not cuts, core is not None and not kelley and not cuts
-                core = y if core is not None and results and all(r.feasible for r in results) else core
                 points = [_point(master, y, results)]
                 points += [heuristic(y, results)] if points[0] is None and heuristic is not None else []
                 if repaired is not None:
