@@ -117,16 +117,15 @@ def run_record(rnd: LRGeoRound, design: str, M: int, rep: int) -> dict[str, Any]
                    rnd.params.gamma)
     if sum(p["violations"] for p in pairs) != v.cross_violations or sum(p["checks"] for p in pairs) != v.cross_checked:
         raise RuntimeError(f"{design} {M} users, draw {rep}: per-pair counts differ from measures.violations")
-    errors = np.array([e for p in pairs for e in p["errors"]])
+    summary = v.summary()
     return {"design": design, "users": M, "rep": rep, "locations": [u.location for u in rnd.users],
             "solve_seconds": rnd.seconds["solve"], "status": rnd.info.status,
-            "max_error": float(errors.max()) if len(errors) else 0.0,
-            "p99_error": float(np.quantile(errors, 0.99)) if len(errors) else 0.0,
+            "max_error": summary["max_error"], "p99_error": summary["p99_error"],
             "pairs": pairs, "user_matrices": [user_record(rnd, m) for m in range(M)]}
 
 
 def _list(values) -> str:
-    return " / ".join(f"{v:.3g}" for v in values)
+    return " / ".join("-" if v is None else f"{v:.3g}" for v in values)
 
 
 def summary_row(runs: list[dict]) -> list[Any]:
@@ -140,7 +139,7 @@ def summary_row(runs: list[dict]) -> list[Any]:
             float(np.mean([p["lr_overlap"] for p in near])) if near else None,
             sum(p["checks"] for p in pairs) / len(runs), sum(p["violations"] for p in pairs) / len(runs),
             _list(r["max_error"] for r in runs), _list(r["p99_error"] for r in runs),
-            max(r["max_error"] for r in runs), float(np.mean([r["p99_error"] for r in runs])),
+            max((r["max_error"] for r in checked), default=None),
             float(np.mean([r["p99_error"] for r in checked])) if checked else None,
             float(np.quantile(errors, 0.99)) if errors else None,
             float(np.mean([p["max_error"] for p in viol])) if viol else None,
@@ -266,16 +265,15 @@ def main() -> None:
                 f"LR-Geo Figure 12 per pair of users on {a.dataset}, K={w.K} (eps {a.eps_cell:g} per cell, "
                 f"{a.reps} draws)",
                 ["design", "users", "pairs of users", "pairs within gamma", "mean LR overlap (those)", "checks",
-                 "violations", "largest error per draw", "p99 per draw", "largest (tables.py)",
-                 "mean p99 (tables.py)", "mean p99, draws with checks", "p99 of pooled errors",
+                 "violations", "largest error per draw", "p99 per draw", "largest over the draws",
+                 "mean p99, draws with checks", "p99 of pooled errors",
                  "mean largest error of violated pairs", "mean free mass per row", "mean far mass per row"], rows,
                 notes=[
                     "Per draw and number of users, means over the draws; pairs within gamma: pairs of users with "
                     "a row of one within gamma of a row of the other (only they are checked); checks: both "
                     "directions of every such pair of rows times |V|; violations: excess above "
-                    f"{VIOLATION_TOLERANCE:g}. Largest (tables.py) is the largest over the draws and mean p99 "
-                    "(tables.py) the mean over the draws of each draw's 99th percentile, 0 for a draw without "
-                    "a check: the two statistics of `lrgeo_privacy_*.md`.",
+                    f"{VIOLATION_TOLERANCE:g}; a draw without a check has no error ('-'). The largest over the draws "
+                    "and the mean p99 over the draws with checks are the two statistics of `lrgeo_privacy_*.md`.",
                     "Free mass per row: the probability a row puts within r_exp of its own location (entries its "
                     "user's subproblem sets); the rest is the shared exponential part y'_k h_ik, of which the far "
                     "mass is the part beyond r_obf of the row (y'_k itself).",
