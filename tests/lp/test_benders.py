@@ -272,3 +272,23 @@ def test_the_deadline_is_honoured_on_the_engine_clock(engine_clock, lad, reading
         assert engine_clock.now - start >= limit and out.iterations <= full.iterations
     else:
         assert out.status == full.status and out.iterations == full.iterations
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(0.1, 2.0), st.floats(0.1, 2.0), st.floats(-3.0, 3.0), st.floats(0.1, 0.9),
+       st.sampled_from([0.3, 0.5, 0.7, 0.9]), st.integers(1, 3))
+def test_a_level_run_closes_at_once_where_the_model_is_exact(a, b, c1, at, level, n_blocks):
+    """Each block's value is linear in y (min x with x >= b y0 + a y1), so one cut per block makes
+    the master's model exact. With a level alone the gap would shrink by about ``level`` a round
+    (about 150 rounds to 1e-7 at 0.9); once the blocks, solved at the level point, cut nothing
+    off, the next round takes the master's own optimum and the gap closes."""
+    master = MasterSpec(c=np.array([10.0, c1]), A=sp.csr_matrix((0, 2)), r_lo=np.zeros(0), r_up=np.zeros(0),
+                        y_lo=np.array([1.0, 0.0]), y_up=np.array([1.0, 1.0]))
+    blocks = [BlockSpec(c=np.ones(1), W=sp.csr_matrix([[1.0]]), lo=np.zeros(1), up=np.full(1, INF),
+                        T=sp.csr_matrix([[-b, -a]]), coupling=np.array([0, 1]), x_lo=np.zeros(1), x_up=np.full(1, 10.0))
+              for _ in range(n_blocks)]
+    optimum = 10.0 + n_blocks * b + min(0.0, c1 + n_blocks * a)
+    out = benders(master, blocks, gap=1e-7, max_iterations=500, core=np.array([1.0, at]), level=level)
+    assert out.status is Status.OPTIMAL
+    assert out.upper_bound == pytest.approx(optimum, rel=1e-7)
+    assert out.iterations <= 5

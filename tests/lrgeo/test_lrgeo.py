@@ -325,6 +325,13 @@ def test_violations_count_as_the_paper_with_a_tolerance_and_distance_zero_apart(
     assert v.ratio == 1 / (4 * 3 * K) and v.cross_ratio == 1 / (2 * 4 * K)
     assert v.summary()["positive_distance_violation_ratio"] == 0.0
     assert v.errors[0] == pytest.approx(1e-6, rel=1e-3)
+    assert v.summary()["max_error"] == pytest.approx(1e-6, rel=1e-3)
+    Z[1][0, 0] = 1.0 / K                                  # checked, nothing violated: an error of 0
+    assert violations(city, rows, Z, 1.0, gamma).summary()["max_error"] == 0.0
+    far = violations(city, [rows[0][:1], rows[1][1:]], [Z[0][:1], Z[1][1:]], 1.0, gamma=0.0)
+    # LR sets {0} and {2}, no two rows within gamma: nothing checked, no error measured
+    assert far.cross_checked == 0
+    assert far.summary()["max_error"] is None and far.summary()["p99_error"] is None
 
 
 def test_hidden_centre_keeps_the_server_from_locating_users(city, params, table):

@@ -383,17 +383,19 @@ def test_the_filled_master_takes_over_where_the_cover_leans_on_the_all_ones_colu
     assert max(ahead) > 1e-3 and min(ahead) > -1e-9
 
 
-def test_a_filled_master_that_gives_up_is_not_tried_again():
+def test_a_filled_master_that_gives_up_is_not_tried_again(monkeypatch):
     # every solve stops at its first iteration
-    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_iterations=1e-9, elastic_width=HARD))
+    monkeypatch.setattr("certdp.pmo.outputs.incumbent.FILL_ITERATIONS", 1e-9)
+    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(elastic_width=HARD))
     assert res.stats["filled_tried"] == 1 and res.stats["filled_given_up"] == 1
     assert res.stats["filled_best"] == 0
     assert res.status == "optimal" and res.mechanism.verification.passed
 
 
-def test_the_filled_master_waits_for_a_constant_mechanism_near_the_bound():
+def test_the_filled_master_waits_for_a_constant_mechanism_near_the_bound(monkeypatch):
     # no constant mechanism costs no more than the lower bound here: none is near enough
-    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(fill_near=0.0, elastic_width=HARD))
+    monkeypatch.setattr("certdp.pmo.outputs.incumbent.FILL_NEAR", 0.0)
+    res = solve_outputs(_word_like_space(), gap=1e-3, config=OutputsConfig(elastic_width=HARD))
     assert res.stats["filled_tried"] == 0
 
 

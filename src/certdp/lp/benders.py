@@ -610,6 +610,14 @@ def _point(master: MasterSpec, y: np.ndarray, results: Sequence[BlockResult]
     return float(np.dot(master.c, y)) + sum(r.value for r in results), y.copy(), xs
 
 
+def _incumbent(start: tuple[float, np.ndarray, list[np.ndarray]] | None, n_blocks: int
+               ) -> tuple[float, np.ndarray | None, list[np.ndarray | None]]:
+    """The first best point ``(upper bound, y, xs)``: ``start``'s, or none yet."""
+    if start is None:
+        return math.inf, None, [None] * n_blocks
+    return start[0], start[1], list(start[2])
+
+
 def _separate(m: BendersMaster, separator: Callable[[np.ndarray], tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None]
               | None, y: np.ndarray) -> int:
     """Add the separator's valid inequalities violated at ``y`` to the master; how many."""
@@ -660,9 +668,12 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     1995, in a box), the master's point is its optimum within the narrowest box ``[core / (1 +
     b), core (1 + b)]`` whose optimum is at most ``obj + level (ub - obj)``, ``obj`` the
     master's optimum and ``ub`` the best upper bound (:func:`_level_point`; the lower bound stays
-    the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md); a stall
-    is declared at the master's own point only. ``start``: a known feasible point ``(value, y,
-    xs)``, the first upper bound. ``clean_cuts``, ``cut_age``: :class:`BendersMaster`'s.
+    the whole master's), so it does not jump to the master's vertices (docs/lrgeo.md). Where the
+    blocks, solved at that point itself, cut nothing off, the model is exact there, and the next
+    round takes the master's own optimum (on a model exact everywhere, the optimum: a level
+    alone would shrink the gap by about ``level`` a round), where the core does not move (the
+    boxes would pin a vertex's zeros). A stall is declared at the master's own point only.
+    ``start``: a feasible ``(value, y, xs)``, the first upper bound. ``clean_cuts``, ``cut_age``: the master's.
 
     Returns the best feasible (y, x) found with its true objective (upper bound) and the best
     rigorous lower bound. ``lower_bound <= upper_bound`` is asserted every round, up to 1e-7 and
@@ -675,13 +686,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
     fixer = (SerialRunner(blocks, tolerance) if own_fixer else repair_runner) if repair and blocks else None
     couplings = [b.coupling for b in blocks]
     m = BendersMaster(master, blocks, tolerance, clean=clean_cuts, cut_age=cut_age)
-    lb, ub = -math.inf, math.inf
-    best_y: np.ndarray | None = None
-    best_x: list[np.ndarray | None] = [None] * len(blocks)
-    if start is not None:
-        ub, best_y, best_x = start[0], start[1], list(start[2])
+    lb, (ub, best_y, best_x) = -math.inf, _incumbent(start, len(blocks))
     history: list[dict[str, Any]] = []
-    status, it, kelley, box = Status.ITERATION_LIMIT, 0, False, 1.0
+    status, it, kelley, free, box = Status.ITERATION_LIMIT, 0, False, False, 1.0
     core = _start_core(core, level)
 
     def left() -> float | None: return None if time_limit is None else time_limit - (time.perf_counter() - t_start)
@@ -696,7 +703,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     break
                 c_master = process_time()
                 try:
-                    solved = _master_point(m, core, level, ub, box, left())
+                    solved = _master_point(m, core, None if free else level, ub, box, left())
                 except SolverLimitError:
                     status, it = Status.FAILED, it - 1
                     break
@@ -705,7 +712,7 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     break
                 (y_master, theta, lb_it, obj, t_master, binding, box), c_master = solved, process_time() - c_master
                 lb, y = max(lb, lb_it), y_master
-                if core is not None and not kelley:
+                if core is not None and not kelley and not free:
                     y = in_out * y_master + (1.0 - in_out) * core
                 t0, c_sub = time.perf_counter(), process_time()
                 repaired = None
@@ -714,8 +721,9 @@ def benders(master: MasterSpec, blocks: Sequence[BlockSpec], *, gap: float = 1e-
                     repaired = y_r, beside.submit(fixer.solve_all, y_r, theta, left())
                 results = run.solve_all(y, theta, left()) if blocks else []
                 cuts = _round_cuts(results, theta, y_master, couplings)
-                kelley = core is not None and not kelley and not cuts   # nothing cuts the master's point: go there
-                core = y if core is not None and results and all(r.feasible for r in results) else core
+                core = y if core is not None and not free and results and all(r.feasible for r in results) else core
+                # no cut at the in-out point: the level point next; none there: the master's own optimum
+                free, kelley = binding and kelley and not cuts, core is not None and not kelley and not cuts
                 points = [_point(master, y, results)]
                 points += [heuristic(y, results)] if points[0] is None and heuristic is not None else []
                 if repaired is not None:

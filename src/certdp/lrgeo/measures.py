@@ -72,18 +72,23 @@ class Violations:
         return out
 
     def summary(self) -> dict:
-        """A JSON-ready summary of the violation counts, ratios and errors."""
+        """A JSON-ready summary of the violation counts, ratios and errors. The errors' statistics
+        are over the violations (0 where the checks found none) and None where nothing was
+        checked (no two users' rows within gamma): no error was measured, which is not an error
+        of 0, so that averages over draws can leave such draws out."""
         e = self.errors
         pos = self.cross_checked - self.zero_checked
+
+        def stat(f) -> float | None:
+            return None if not self.cross_checked else float(f(e)) if len(e) else 0.0
         return {"violation_ratio": self.ratio, "cross_user_violation_ratio": self.cross_ratio,
                 "positive_distance_violation_ratio": ((self.cross_violations - self.zero_violations) / pos
                                                       if pos else 0.0),
                 "violations": self.cross_violations, "checked": self.cross_checked, "paper_pairs": self.paper_pairs,
                 "distance0_checked": self.zero_checked, "distance0_violations": self.zero_violations,
                 "violation_tolerance": self.tolerance,
-                "max_error": float(e.max()) if len(e) else 0.0,
-                "p50_error": float(np.median(e)) if len(e) else 0.0,
-                "p99_error": float(np.quantile(e, 0.99)) if len(e) else 0.0}
+                "max_error": stat(np.max), "p50_error": stat(np.median),
+                "p99_error": stat(lambda v: np.quantile(v, 0.99))}
 
 
 def violations(world: World, rows: list[np.ndarray], matrices: list[np.ndarray], epsilon: float,

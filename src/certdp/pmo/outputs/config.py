@@ -9,21 +9,24 @@ doubled on three networks at two sizes, time to a 1% certified gap) is measured 
 Only values that matter live in :class:`OutputsConfig`. A value is *fixed* (a named constant
 below, no longer a tuning) where halving and doubling it left the CPU seconds to a 1% gap
 within 10% of the defaults' spread wherever its mechanism acts: on Helsinki, Gold Coast and
-Sydney at 500 records (``results/sensitivity_500.md``, ``results/sensitivity_500_rest.md``;
-the split by component, ``BLOCK_ROWS`` and ``SPLIT_GAIN``, acts there on Helsinki, whose mDP
-graph has several components below 2,000 records), on Helsinki at 1,000 records
-(``results/sensitivity_1000.md``, the values fixed on the road networks), and on word
-vectors, where the screening (``SCREEN_SHARE``) and the filled master act
-(``results/sensitivity_text.md``). The fields that remain moved a run: ``box``,
-``upper_every`` and ``working_set_from`` on the road networks at 500 records, ``gap_share``
-(x0.5: 33 rounds against 29) and ``working_set_batch`` (x2: 12% more CPU seconds) on
-Helsinki at 1,000, ``fill_when`` and ``productive_share`` on word vectors (x2: 64 rounds
-against 22, and 23% fewer CPU seconds), ``fill_after`` the rounds there (29 against 22),
-``elastic_width`` the rounds on the road networks at 2,000 records (x10: 26-43 rounds against
-23-53, ``results/growing_2000_elastic1000.md``); ``master_tolerance`` and ``columns`` did not
-move the road networks and were set on grid and Gaussian data, where they moved the rounds,
-which these tables do not cover; ``fill_near`` and ``fill_iterations`` did not move text-500 and stay as the filled
-master's gate and give-up, which its tests drive.
+Sydney at 500 and at 1,000 records (``results/sensitivity_500.md``,
+``results/sensitivity_500_rest.md``, ``results/sensitivity_1000.md``,
+``results/sensitivity_1000_roads.md``, ``results/sensitivity_1000_roads_rest.md``,
+``results/sensitivity_1000_helsinki_rest.md``; the split by component, ``BLOCK_ROWS`` and
+``SPLIT_GAIN``, acts on Helsinki, whose mDP graph has several components below 2,000
+records), and on word vectors, where the screening (``SCREEN_SHARE``) and the filled master
+act (``results/sensitivity_text.md``; the filled master's gate and give-up, ``FILL_NEAR`` and
+``FILL_ITERATIONS``, moved no run there nor on any road network). The fields that remain
+moved a run: ``box``, ``upper_every`` and ``working_set_from`` on the road networks at 500
+records, ``gap_share`` (x0.5: 33 rounds against 29) and ``working_set_batch`` (x2: 12% more
+CPU seconds) on Helsinki at 1,000, ``fill_when`` and ``productive_share`` on word vectors
+(x2: 64 rounds against 22, and 23% fewer CPU seconds), ``fill_after`` the rounds there (29
+against 22), ``elastic_width`` the rounds on the road networks at 2,000 records (x10: 26-43
+rounds against 23-53, ``results/growing_2000_elastic1000.md``) and at 1,000 (x2: Sydney 24
+rounds against 21; x0.5: Helsinki 15% more CPU seconds), ``master_tolerance`` (x0.5: Sydney
+24 rounds against 21 at 1,000) and ``columns`` (x2: 22% and 34% more CPU seconds on Gold
+Coast and Sydney at 1,000), both also set on grid and Gaussian data, where they moved the
+rounds.
 """
 
 from __future__ import annotations
@@ -62,6 +65,11 @@ SCREEN_SHARE = 0.1
 #: rows off at width 30, the repair failing from the second step on; 80-141 at width 100, every
 #: repair succeeding; none at 1,000).
 ELASTIC_HARDEN = 10.0
+#: The filled free master is tried only while the best constant mechanism costs at most this
+#: share more than the lower bound (its gate).
+FILL_NEAR = 0.25
+#: A filled-master solve past this x N simplex iterations is given up for the rest of the run.
+FILL_ITERATIONS = 10.0
 #: A repair that would re-solve more than this share of the records is not local (word vectors,
 #: text-500 at width 100: 443 of 500 records, a 40,000-row LP and 23 s, where the free master
 #: takes 0.3 s): it is given up before its LP.
@@ -103,9 +111,6 @@ class OutputsConfig:
             rows this much on average (the priced points do not combine into an exact cover).
         fill_after: the filled free master is solved once the free master's cover has leaned on
             its all-ones columns at this many upper steps in a row.
-        fill_near: ... and only while the best constant mechanism costs at most this share
-            more than the lower bound.
-        fill_iterations: a filled-master solve past this x N simplex iterations gives it up.
         productive_share: a pricing pass is productive when it brings at least this share of K
             new columns; only a productive first pass is followed by a second one.
         working_set_batch: at most this x N violated cone rows join a pricing model's working
@@ -122,8 +127,6 @@ class OutputsConfig:
     elastic_width: float = 100.0
     fill_when: float = 0.5
     fill_after: int = 3
-    fill_near: float = 0.25
-    fill_iterations: float = 10.0
     productive_share: float = 0.5
     working_set_batch: float = 0.25
     working_set_from: float = 10.0

@@ -32,7 +32,8 @@ from ...certify import certify
 from ...lp.dense import ColumnStore
 from ...space import Space
 from ..upper import mdp_envelope, mdp_lift, rebalance_rows, repair_rows
-from .config import ELASTIC_HARDEN, EXACT_TOLERANCE, FREE_COLUMNS, REBALANCE_SLACK, REPAIR_SHARE, OutputsConfig
+from .config import (ELASTIC_HARDEN, EXACT_TOLERANCE, FILL_ITERATIONS, FILL_NEAR, FREE_COLUMNS, REBALANCE_SLACK,
+                     REPAIR_SHARE, OutputsConfig)
 from .master import ColumnMaster, FilledMaster
 
 
@@ -163,7 +164,7 @@ class Incumbent:
         if self.filled is None:
             k0 = self.fill_output
             self.filled = FilledMaster(self.A, self.C[:, k0], k0, self.K, self.tolerance,
-                                       max_iterations=int(self.config.fill_iterations * n), store=self.free.store)
+                                       max_iterations=int(FILL_ITERATIONS * n), store=self.free.store)
             self.filled.attach(self.free.slots, self.free.owner, self.free.cost)
         Z = self.filled.solve()
         self.seconds["free"] += time.perf_counter() - t0
@@ -185,7 +186,7 @@ class Incumbent:
         ones = self.free.columns(cols=slice(0, self.n_comp)).mul(b_f[:self.n_comp])   # all-ones, never pruned
         self.leaning = self.leaning + 1 if float(ones.mean()) >= cfg.fill_when else 0
         if (self.leaning >= cfg.fill_after and not self.counts["filled_given_up"]
-                and self.constant <= (1.0 + cfg.fill_near) * lower):
+                and self.constant <= (1.0 + FILL_NEAR) * lower):
             self.solve_filled(stabilised.n)
         self.free.prune(lam_f, b_f, int(FREE_COLUMNS * stabilised.n))
         if slack < REBALANCE_SLACK * stabilised.n and self.rebalance.ready():
