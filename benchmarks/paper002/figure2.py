@@ -8,10 +8,11 @@ records and about 10% above; ConstOPTMech with r = 5 "much worse" than r = 10 fr
 records on, and worse than SpannerMech. SpannerMech is calibrated only up to ``--spanner-max``
 records (each of its calibration solves is an LP over n^2 variables; the paper's timed out at 350).
 Every method's calibration starts at epsilon = 2 x target (epsilon_tight is about epsilon / 2 for
-ExpMech and ConstOPTMech), SpannerMech's at ``--spanner-start`` when given: its epsilon_tight is
-close to its epsilon (0.977-0.990 of it at n = 50-150, ``uai_table2_text_tight2``), and a start
-inside the 1% window saves the bracketing solves (six at n = 150). The table gives each method's
-calibration solves and seconds beside its final solve's.
+ExpMech and ConstOPTMech), SpannerMech's at ``--spanner-start`` when given, with proportional steps
+(``match_tight(proportional=True)``): its epsilon_tight is close to its epsilon (0.96-1.0 of it at
+n = 50-150, ``uai_table2_text_tight2``), so a start near the target and a step to epsilon x target /
+epsilon_tight take one or two solves where the doubling's bracket and bisections took six (n = 150).
+The table gives each method's calibration solves and seconds beside its final solve's.
 
     python -m benchmarks.paper002.figure2 [--kind text] [--sizes 50,100,...,400] [--target 2] [--seeds 1]
         [--spanner-max 150] [--spanner-start EPS] [--name NAME]
@@ -83,7 +84,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="1", help="subsets of the data, one curve each")
     ap.add_argument("--spanner-max", type=int, default=150, help="largest n at which SpannerMech is calibrated")
     ap.add_argument("--spanner-start", type=float, default=None,
-                    help="epsilon at which SpannerMech's calibration starts (default 2 x target, as the others)")
+                    help="epsilon at which SpannerMech's calibration starts, stepping proportionally "
+                         "(default: 2 x target and doubling or halving, as the others)")
     ap.add_argument("--name", default=None, help="results file name (default uai_figure2_KIND_tightT)")
     a = output_args(ap).parse_args()
     T = a.target
@@ -103,8 +105,9 @@ def main() -> None:
             for m, (method, opts) in METHODS.items():
                 if method == "spanner" and n > a.spanner_max:
                     continue
-                start = space.with_epsilon(a.spanner_start) if method == "spanner" and a.spanner_start else space
-                cal = match_tight(start, method, T, opts, distance=D, run=_timed(m, n))
+                steer = method == "spanner" and a.spanner_start is not None
+                cal = match_tight(space.with_epsilon(a.spanner_start) if steer else space, method, T, opts,
+                                  distance=D, proportional=steer, run=_timed(m, n))
                 mech = exact(cal.result)
                 Z = mech.matrix
                 lq, wc = quantile_loss(Z, space.cost), worst_case_loss(Z, space.cost)
@@ -125,8 +128,10 @@ def main() -> None:
                                      "final solve (ConstOPTMech: its three lambdas); calibration seconds: every "
                                      "solve and epsilon_tight measurement of the calibration, the final solve "
                                      "among them",
-                                     "calibration starts at epsilon = " + (f"{2 * T:g}" if not a.spanner_start else
-                                     f"{2 * T:g}, SpannerMech's at {a.spanner_start:g}"),
+                                     f"calibration starts at epsilon = {2 * T:g}, doubling or halving until the "
+                                     "target is bracketed" + ("" if a.spanner_start is None else
+                                                              f"; SpannerMech's at {a.spanner_start:g}, stepping to "
+                                                              "epsilon x target / epsilon_tight"),
                                      "ConstOPTMech's r counts the r nearest records other than u (the paper's r "
                                      "includes u, whose free entry cannot rise above its fixed value: paper r = "
                                      "ours + 1)",
