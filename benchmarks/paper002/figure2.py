@@ -7,13 +7,21 @@ The paper's claims checked here: ConstOPTMech (r = 10) about 22% below SpannerMe
 records and about 10% above; ConstOPTMech with r = 5 "much worse" than r = 10 from about 250
 records on, and worse than SpannerMech. SpannerMech is calibrated only up to ``--spanner-max``
 records (each of its calibration solves is an LP over n^2 variables; the paper's timed out at 350).
+Every method's calibration starts at epsilon = 2 x target (epsilon_tight is about epsilon / 2 for
+ExpMech and ConstOPTMech), SpannerMech's at ``--spanner-start`` when given, with proportional steps
+(``match_tight(proportional=True)``): its epsilon_tight is close to its epsilon (0.96-1.0 of it at
+n = 50-150, ``uai_table2_text_tight2``), so a start near the target and a step to epsilon x target /
+epsilon_tight take one or two solves where the doubling's bracket and bisections took six (n = 150).
+The table gives each method's calibration solves and seconds beside its final solve's.
 
     python -m benchmarks.paper002.figure2 [--kind text] [--sizes 50,100,...,400] [--target 2] [--seeds 1]
+        [--spanner-max 150] [--spanner-start EPS] [--name NAME]
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 import numpy as np
@@ -54,6 +62,20 @@ def _plot(raw: list[dict], name: str, title: str, a: argparse.Namespace) -> None
     plt.close(fig)
 
 
+def _timed(label: str, n: int):
+    """The solve a calibration runs (:func:`certdp.solve`), printing each trial's epsilon and seconds
+    as it ends, so that a run stopped early still shows the time of a calibration step."""
+    from certdp.solve import solve
+
+    def run(space, method: str, opts: dict[str, Any]):
+        t0 = time.perf_counter()
+        res = solve(space, method, **opts)
+        print(f"  {label} n={n}: solve at epsilon {space.epsilon:.4g} took {time.perf_counter() - t0:.1f} s",
+              flush=True)
+        return res
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", default="text", choices=["text", "loc"])
@@ -61,6 +83,10 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=2.0, help="epsilon_tight (delta 1e-3); the paper's is 2")
     ap.add_argument("--seeds", default="1", help="subsets of the data, one curve each")
     ap.add_argument("--spanner-max", type=int, default=150, help="largest n at which SpannerMech is calibrated")
+    ap.add_argument("--spanner-start", type=float, default=None,
+                    help="epsilon at which SpannerMech's calibration starts, stepping proportionally "
+                         "(default: 2 x target and doubling or halving, as the others)")
+    ap.add_argument("--name", default=None, help="results file name (default uai_figure2_KIND_tightT)")
     a = output_args(ap).parse_args()
     T = a.target
     try:
@@ -68,7 +94,7 @@ def main() -> None:
     except FileNotFoundError as exc:
         print(f"skipped: the real data for {a.kind} is not there ({exc})")
         return
-    name = f"uai_figure2_{a.kind}_tight{T:g}"
+    name = a.name or f"uai_figure2_{a.kind}_tight{T:g}"
     title = f"Paper 002 Figure 2 on {a.kind}: L_0.95 against n at matched epsilon_tight {T:g} (delta 1e-3)"
     rows, raw = [], []
     for seed in (int(s) for s in a.seeds.split(",")):
@@ -79,7 +105,9 @@ def main() -> None:
             for m, (method, opts) in METHODS.items():
                 if method == "spanner" and n > a.spanner_max:
                     continue
-                cal = match_tight(space, method, T, opts, distance=D)
+                steer = method == "spanner" and a.spanner_start is not None
+                cal = match_tight(space.with_epsilon(a.spanner_start) if steer else space, method, T, opts,
+                                  distance=D, proportional=steer, run=_timed(m, n))
                 mech = exact(cal.result)
                 Z = mech.matrix
                 lq, wc = quantile_loss(Z, space.cost), worst_case_loss(Z, space.cost)
@@ -87,15 +115,23 @@ def main() -> None:
                 rec = {"seed": seed, "n": n, "method": m, "epsilon": cal.epsilon, "epsilon_tight": cal.epsilon_tight,
                        "matched": cal.matched, "quantile_loss": lq, "worst_case_loss": wc,
                        "nonzeros": cal.result.stats.get("nonzeros"), "seconds": cal.result.timings.get("total"),
-                       "audit_passed": bool(mech.verification.passed)}
+                       "audit_passed": bool(mech.verification.passed),
+                       "calibration": [list(t) for t in cal.trials], "calibration_seconds": cal.seconds}
                 raw.append(rec)
                 rows.append([seed, n, m, cal.epsilon, cal.epsilon_tight, lq, lq / base, wc, rec["nonzeros"],
-                             rec["seconds"], "yes" if rec["audit_passed"] else "NO"])
+                             rec["seconds"], len(cal.trials), cal.seconds, "yes" if rec["audit_passed"] else "NO"])
                 print(rows[-1], flush=True)
             write_table(name, title, ["subset", "n", "method", "epsilon", "epsilon_tight", "L_0.95",
-                                      "L_0.95 / ExpMech's", "worst-case loss", "LP non-zeros", "seconds", "audit"],
+                                      "L_0.95 / ExpMech's", "worst-case loss", "LP non-zeros", "seconds",
+                                      "calibration solves", "calibration seconds", "audit"],
                         rows, notes=["each method calibrated to the target epsilon_tight within 1%; seconds: the "
-                                     "final solve (ConstOPTMech: its three lambdas)",
+                                     "final solve (ConstOPTMech: its three lambdas); calibration seconds: every "
+                                     "solve and epsilon_tight measurement of the calibration, the final solve "
+                                     "among them",
+                                     f"calibration starts at epsilon = {2 * T:g}, doubling or halving until the "
+                                     "target is bracketed" + ("" if a.spanner_start is None else
+                                                              f"; SpannerMech's at {a.spanner_start:g}, stepping to "
+                                                              "epsilon x target / epsilon_tight"),
                                      "ConstOPTMech's r counts the r nearest records other than u (the paper's r "
                                      "includes u, whose free entry cannot rise above its fixed value: paper r = "
                                      "ours + 1)",

@@ -41,6 +41,19 @@ def test_match_tight_from_either_side_finds_the_same_epsilon(space):
     assert a.epsilon == pytest.approx(b.epsilon, rel=0.03)
 
 
+def test_match_tight_proportional_steps_reach_the_target_in_fewer_solves(space):
+    # SpannerMech's epsilon_tight is nearly proportional to epsilon: from a start well off the
+    # target, the step to epsilon x target / epsilon_tight lands closer than doubling does
+    plain = match_tight(space.with_epsilon(1.0), "spanner", 1.5)
+    steered = match_tight(space.with_epsilon(1.0), "spanner", 1.5, proportional=True)
+    assert plain.matched and steered.matched
+    assert abs(steered.epsilon_tight - 1.5) <= 0.015
+    assert len(steered.trials) < len(plain.trials)
+    # a step is never more than a doubling or halving
+    for (e0, _), (e1, _) in zip(steered.trials, steered.trials[1:]):
+        assert 0.5 - 1e-12 <= e1 / e0 <= 2.0 + 1e-12
+
+
 def test_match_tight_says_when_it_cannot_reach_the_target(space):
     # a "method" that ignores epsilon: its epsilon_tight never moves, so no epsilon matches
     fixed = solve(space.with_epsilon(1.0), "expmech")
