@@ -2,8 +2,8 @@
 to 14 columns, and the error decomposition (noise scales).
 
     python -m benchmarks.paper004.adult --figure 3  [--reps 10] [--pair-reps 3]
-    python -m benchmarks.paper004.adult --figure 5  [--reps 10] [--sets 5] [--epsilon 0.1]
-    python -m benchmarks.paper004.adult --figure 7  [--reps 10] [--query-columns 2]
+    python -m benchmarks.paper004.adult --figure 5  [--reps 10] [--sets 5] [--epsilon 0.1] [--decompose]
+    python -m benchmarks.paper004.adult --figure 7  [--reps 10] [--query-columns 2] [--sizes 7,14]
     python -m benchmarks.paper004.adult --figure 7causes [--reps 5]
     python -m benchmarks.paper004.adult --figure 15 [--reps 10]
     python -m benchmarks.paper004.adult --figure ablation [--reps 5]
@@ -127,9 +127,10 @@ def figure5(a, df, doms):
     from certdp.views.build import DENSE_LIMITS
 
     rng = np.random.default_rng(a.seed)
-    labels = [PAPER, IMPROVED, *a.methods.split(",")]
+    labels = [PAPER, IMPROVED, *(a.methods or "hdpview,privtree,privbayes").split(",")]
     table, raw = [], []
     per: dict[str, list[tuple[int, float, float]]] = {m: [] for m in labels}   # (columns, R-RMSE, seconds)
+    parts: list[str] = []                                                      # --decompose: table rows
     for size in range(2, 7):
         combos = list(itertools.combinations(FIG5_COLUMNS, size))
         for ci in sorted(rng.choice(len(combos), size=min(a.sets, len(combos)), replace=False)):
@@ -146,6 +147,11 @@ def figure5(a, df, doms):
                           *[f"{res[m].rmse_mean:.4g} (x{res[m].rmse_mean / base:.2f})" if m in res else "-"
                             for m in labels]])
             print(table[-1], flush=True)
+            if a.decompose:
+                for m in (m for m in ran if SPECS[m][0] in BLOCK_METHODS):
+                    d = decomposed_builds(t, m, a.reps, a.seed + int(ci), a.query_columns, a.epsilon)
+                    raw[-1][m].update({"rmse_aggregation": d[1], "rmse_leaf_noise": d[2]})
+                    parts.append(f"| {size} | {','.join(cols)} | {m} | {d[0]:.4g} | {d[1]:.4g} | {d[2]:.4g} |")
 
     def mean(xs: list[float], form: str) -> str:
         return format(float(np.mean(xs)), form) if xs else "-"
@@ -165,16 +171,38 @@ def figure5(a, df, doms):
                        "closest, PrivTree worse than both, PrivBayes and P3GM far behind.", "",
                        "Mean R-RMSE per number of columns:", "",
                        "| columns | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 1),
-                       *["| " + " | ".join(map(str, row)) + " |" for row in summary + [wins, secs]]],
+                       *["| " + " | ".join(map(str, row)) + " |" for row in summary + [wins, secs]],
+                       *(["", "Error decomposition (--decompose): the same builds (same seeds, same workload) of each "
+                          "method whose view is a partition, RMSE, RMSE with exact leaf sums (aggregation only), "
+                          "RMSE of the leaf noise alone, means over the reps:", "",
+                          "| columns | set | method | RMSE | aggregation | leaf noise |", "|---|---|---|---|---|---|",
+                          *parts] if a.decompose else [])],
                 raw=raw, args=a)
+
+
+#: Methods whose view partitions the domain into blocks (``decomposed_rmse`` reads their leaves).
+BLOCK_METHODS = ("ripost", "hdpview", "privtree")
+
+
+def decomposed_builds(t, label, reps, seed, qcols, eps) -> np.ndarray:
+    """Mean ``decomposed_rmse`` of the ``reps`` builds ``run`` made of one labelled method: the
+    generator is seeded and drawn (workload, then builds) as ``compare_views`` draws it."""
+    from certdp.views import Workload, true_answers
+
+    method, params = SPECS[label]
+    g = np.random.default_rng(seed)
+    w = Workload.random(t.shape, 3000, min(qcols, len(t.shape)), g)
+    truth = true_answers(t, w)
+    return np.mean([decomposed_rmse(block_view(t, method, eps, g, **params), t, w, truth) for _ in range(reps)],
+                   axis=0)
 
 
 def figure7(a, df, doms):
     """Figure 7: the first 7-14 columns of FIG7_ORDER, RIPOST (both) against HDPView and
     PrivTree, with the uniform view as the reference of no information."""
-    labels = [PAPER, IMPROVED, "hdpview", "privtree"]
+    labels = [PAPER, IMPROVED, *(a.methods or "hdpview,privtree").split(",")]
     table, raw = [], []
-    for size in range(7, 15):
+    for size in (range(7, 15) if a.sizes is None else map(int, a.sizes.split(","))):
         cols = FIG7_ORDER[:size]
         t = tensor_of(df, doms, cols)
         res = run(t, labels, a.reps, a.seed + size, a.query_columns, a.epsilon)
@@ -186,7 +214,7 @@ def figure7(a, df, doms):
             f"{res[m].rmse_mean / uni:.2f} of uniform), {res[m].blocks_mean:.0f} blocks, {res[m].seconds_mean:.2f} s"
             for m in labels]])
         print(table[-1], flush=True)
-    write_table(f"ripost_fig7_q{a.query_columns}" + (f"_eps{a.epsilon:g}" if a.epsilon != 0.1 else ""),
+    write_table(a.name or f"ripost_fig7_q{a.query_columns}" + (f"_eps{a.epsilon:g}" if a.epsilon != 0.1 else ""),
                 f"Paper 004 Figure 7: Adult (adult.data), 7-14 columns, eps {a.epsilon:g}, {a.reps} reps, "
                 f"{a.query_columns}-column range queries",
                 ["columns", "cells", "uniform view RMSE",
@@ -300,7 +328,7 @@ def figure15(a, df, doms):
 KINDS = ("ae_positive", "ae_positive_of_tested", "single_cell", "empty", "uniform")
 
 
-def block_view(t, method: str, eps: float, seed: int, **params: Any) -> BlockView:
+def block_view(t, method: str, eps: float, seed: int | np.random.Generator, **params: Any) -> BlockView:
     """``build_view`` of a method whose view is a partition of the domain into blocks (RIPOST,
     HDPView, PrivTree), the only views whose leaves these measures read."""
     from certdp.views import BlockView, build_view
@@ -575,8 +603,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--sets", type=int, default=5, help="figure 5: column sets per number of columns")
     ap.add_argument("--pair-reps", type=int, default=3, help="figure 3: builds per method on each other column pair")
-    ap.add_argument("--methods", default="hdpview,privtree,privbayes", help="figure 5: the competitors")
-    ap.add_argument("--name", default=None, help="figure 5: results file name (default ripost_fig5[_epsE])")
+    ap.add_argument("--methods", default=None, help="figures 5 and 7: the competitors (default "
+                    "hdpview,privtree,privbayes for 5, hdpview,privtree for 7)")
+    ap.add_argument("--decompose", action="store_true", help="figure 5: also split the error of RIPOST, HDPView and "
+                    "PrivTree into aggregation and leaf noise")
+    ap.add_argument("--sizes", default=None, help="figure 7: numbers of columns (comma-separated; 7-14 by default)")
+    ap.add_argument("--name", default=None, help="figures 5 and 7: results file name (default ripost_fig5[_epsE], "
+                    "ripost_fig7_qQ[_epsE])")
     ap.add_argument("--query-columns", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2025)
     ap.add_argument("--epsilon", type=float, default=0.1, help="figures 5 and 7: the privacy budget")
