@@ -202,7 +202,9 @@ def figure7(a, df, doms):
     PrivTree, with the uniform view as the reference of no information."""
     labels = [PAPER, IMPROVED, *(a.methods or "hdpview,privtree").split(",")]
     table, raw = [], []
-    for size in (range(7, 15) if a.sizes is None else map(int, a.sizes.split(","))):
+    sizes = list(range(7, 15) if a.sizes is None else map(int, a.sizes.split(",")))
+    span = f"{min(sizes)}-{max(sizes)}" if len(sizes) > 1 else f"{sizes[0]}"
+    for size in sizes:
         cols = FIG7_ORDER[:size]
         t = tensor_of(df, doms, cols)
         res = run(t, labels, a.reps, a.seed + size, a.query_columns, a.epsilon)
@@ -215,7 +217,7 @@ def figure7(a, df, doms):
             for m in labels]])
         print(table[-1], flush=True)
     write_table(a.name or f"ripost_fig7_q{a.query_columns}" + (f"_eps{a.epsilon:g}" if a.epsilon != 0.1 else ""),
-                f"Paper 004 Figure 7: Adult (adult.data), 7-14 columns, eps {a.epsilon:g}, {a.reps} reps, "
+                f"Paper 004 Figure 7: Adult (adult.data), {span} columns, eps {a.epsilon:g}, {a.reps} reps, "
                 f"{a.query_columns}-column range queries",
                 ["columns", "cells", "uniform view RMSE",
                  *[f"{m}: RMSE (R-RMSE vs ripost (paper), share of uniform), blocks, build s" for m in labels]],
