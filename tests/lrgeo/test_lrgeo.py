@@ -252,6 +252,9 @@ def test_run_round_reports_and_lrgeo_f(city, params, table):
                      r_exp=params.r_exp, cell=params.cell)
     rf = run_round(city, PF, users=2, seed=2, table=table)
     assert all(m.verification.passed for m in rf.mechanisms)
+    rep = measure_round(rf, lower_bound=False)   # the cost without Theorem 4.7's bound
+    assert rep["lower_bound"] is rep["approximation_ratio"] is rep["approximation_ratio_true_cost"] is None
+    assert rep["expected_cost_own_row"] >= 0 and rep["expected_cost_lr_sets"] > 0
 
 
 def test_cli_lrgeo_json():
