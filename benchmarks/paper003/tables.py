@@ -216,7 +216,7 @@ def part_scaling(a) -> None:
                 + ([f"Paper (Figure 9): {PAPER['fig9']}."] if a.settings == "paper" else []), raw=raw, args=a)
 
 
-def _over_checked(runs: list[dict], key: str, f) -> float | None:
+def over_checked(runs: list[dict], key: str, f) -> float | None:
     """``f`` of ``key`` over the draws where some pair of users' rows was checked (None in the
     others: no error measured there), or None when no draw checked any."""
     vals = [x[key] for x in runs if x[key] is not None]
@@ -237,7 +237,7 @@ def part_privacy(a) -> None:
                      float(np.mean([x["violation_ratio_pair_max"] for x in rs])),
                      float(np.mean([x["violation_bound_eq29_max"] for x in rs])),
                      float(np.mean([x["cross_user_violation_ratio"] for x in rs])),
-                     _over_checked(rs, "max_error", np.max), _over_checked(rs, "p99_error", np.mean),
+                     over_checked(rs, "max_error", np.max), over_checked(rs, "p99_error", np.mean),
                      float(np.mean([x["table_inference_mean_rows"] for x in rs])),
                      float(np.mean([x["rows_located_by_columns"] for x in rs])),
                      float(np.mean([x["users_located_by_columns"] for x in rs])),

@@ -38,7 +38,7 @@ from certdp.lrgeo.table import build_table
 from certdp.randomness import as_generator
 
 from .._common import output_args, write_table
-from .tables import SHAPES, base_world, params_for, tag
+from .tables import SHAPES, base_world, over_checked, params_for, tag
 
 KINDS = ("free/free", "free/exp", "exp/free", "exp/exp")
 DISTANCE_BINS = (0.0, 2.0, 4.0, 6.0, 8.0, np.inf)    # users' distance, location cells
@@ -132,15 +132,13 @@ def summary_row(runs: list[dict]) -> list[Any]:
     """One design and number of users over its draws."""
     pairs = [p for r in runs for p in r["pairs"]]
     near = [p for p in pairs if p["checks"]]
-    checked = [r for r in runs if any(p["checks"] for p in r["pairs"])]
     errors = [e for p in pairs for e in p["errors"]]
     viol = [p for p in pairs if p["violations"]]
     return [runs[0]["design"], runs[0]["users"], len(pairs) / len(runs), len(near) / len(runs),
             float(np.mean([p["lr_overlap"] for p in near])) if near else None,
             sum(p["checks"] for p in pairs) / len(runs), sum(p["violations"] for p in pairs) / len(runs),
             _list(r["max_error"] for r in runs), _list(r["p99_error"] for r in runs),
-            max((r["max_error"] for r in checked), default=None),
-            float(np.mean([r["p99_error"] for r in checked])) if checked else None,
+            over_checked(runs, "max_error", np.max), over_checked(runs, "p99_error", np.mean),
             float(np.quantile(errors, 0.99)) if errors else None,
             float(np.mean([p["max_error"] for p in viol])) if viol else None,
             float(np.mean([u["free_mass"] for r in runs for u in r["user_matrices"]])),
