@@ -24,7 +24,7 @@ import numpy as np
 from certdp import MDPGraph, SolverLimitError, solve
 from certdp.experiments import instances
 from certdp.pmo.benders import VARIANTS, BendersConfig
-from certdp.pmo.partition import partition
+from certdp.pmo.partition import PARTITIONERS, partition
 
 from .._common import Steps, output_args, write_table
 
@@ -50,6 +50,22 @@ def design_config(design: str) -> BendersConfig:
     """The Benders configuration of a design: the improved variant ("improved"), or the
     published algorithm with the departures :data:`DESIGNS` names."""
     return VARIANTS["improved"] if design == "improved" else dataclasses.replace(PAPER, **DESIGNS[design])
+
+
+def partition_run_args(ap: argparse.ArgumentParser, *, seeds: int, cap: float, name: str) -> argparse.ArgumentParser:
+    """The arguments of a run of each partitioner on paper-size instances of each kind under one
+    design (``partitioner_times``, ``subproblem_rounds``), with the script's own defaults."""
+    ap.add_argument("--kinds", nargs="+", default=["text", "grid", "gauss", "road"])
+    ap.add_argument("--size", type=int, default=500)
+    ap.add_argument("--seeds", type=int, default=seeds, help="instances per kind (NAME-s1 ...)")
+    ap.add_argument("--partitioners", nargs="+", choices=list(PARTITIONERS),
+                    default=["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc"])
+    ap.add_argument("--design", choices=["improved", *DESIGNS], default="improved")
+    ap.add_argument("--cap", type=float, default=cap, help="seconds per solve")
+    ap.add_argument("--gap", type=float, default=1e-2)
+    ap.add_argument("--rounds", type=int, default=500, help="round limit (the paper's tables stop at 500)")
+    ap.add_argument("--name", default=name)
+    return ap
 
 
 def sizes(sp: Any, cfg: BendersConfig) -> dict[str, Any]:
@@ -104,7 +120,7 @@ def main() -> None:
     with Steps("paper switches", len(todo) * len(a.designs)) as steps:
         for name, sp in todo:
             for design in a.designs:
-                cfg = dataclasses.replace(PAPER, **DESIGNS[design])
+                cfg = design_config(design)
                 last: dict[str, Any] = {}
 
                 def keep(event, last=last) -> None:
@@ -147,7 +163,7 @@ def _sizes_table(a: argparse.Namespace) -> None:
     rows, raw = [], []
     for name, sp in instances.available(a.instances):
         for design in a.designs:
-            st = sizes(sp, dataclasses.replace(PAPER, **DESIGNS[design]))
+            st = sizes(sp, design_config(design))
             rows.append([name, design, st["boundary"], st["mdp_rows"], st["initial_cut_rows"],
                          f"e^{st['largest_log_ratio']:.1f}"])
             raw.append(st | {"instance": name, "design": design})

@@ -24,10 +24,9 @@ import numpy as np
 
 from certdp import SolverLimitError, solve
 from certdp.experiments import instances
-from certdp.pmo.partition import PARTITIONERS
 
 from .._common import Steps, output_args, write_table
-from .paper_switches import DESIGNS, design_config
+from .paper_switches import design_config, partition_run_args
 
 #: paper 000 Table 3 (seconds) and Table 4 (rounds), by kind and partitioner; None: "max iter. ex." / >= 500
 PAPER_SECONDS = {"road": {"kmeans-dv": 290.7, "kmeans-rec": 1066.9, "kmeans-adj": None, "bsc": None},
@@ -56,16 +55,7 @@ def _paper(table: dict, kind: str, method: str, size: int) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kinds", nargs="+", default=["text", "grid", "gauss", "road"])
-    ap.add_argument("--size", type=int, default=500)
-    ap.add_argument("--seeds", type=int, default=3, help="instances per kind (NAME-s1 ...)")
-    ap.add_argument("--partitioners", nargs="+", choices=list(PARTITIONERS),
-                    default=["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc"])
-    ap.add_argument("--design", choices=["improved", *DESIGNS], default="improved")
-    ap.add_argument("--cap", type=float, default=120.0, help="seconds per solve")
-    ap.add_argument("--gap", type=float, default=1e-2)
-    ap.add_argument("--rounds", type=int, default=500, help="round limit (the paper's tables stop at 500)")
-    ap.add_argument("--name", default="partitioner_times")
+    partition_run_args(ap, seeds=3, cap=120.0, name="partitioner_times")
     a = output_args(ap).parse_args()
     cfg = design_config(a.design)
     rows: list[list[Any]] = []

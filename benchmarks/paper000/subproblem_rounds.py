@@ -32,10 +32,9 @@ from certdp import SolverLimitError
 from certdp.experiments import instances
 from certdp.lp.benders import BlockResult, SerialRunner
 from certdp.pmo.benders import solve_benders
-from certdp.pmo.partition import PARTITIONERS
 
 from .._common import output_args, write_table
-from .paper_switches import DESIGNS, design_config
+from .paper_switches import design_config, partition_run_args
 
 PAPER_CORRELATION = {"road": 0.712, "grid": 0.6264, "text": 0.1302, "gauss": 0.6072}
 
@@ -102,16 +101,7 @@ def one_run(sp, method: str, cfg, a) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kinds", nargs="+", default=["text", "grid", "gauss", "road"])
-    ap.add_argument("--size", type=int, default=500)
-    ap.add_argument("--seeds", type=int, default=1, help="instances per kind (NAME-s1 ...)")
-    ap.add_argument("--partitioners", nargs="+", choices=list(PARTITIONERS),
-                    default=["kmeans-dv", "kmeans-rec", "kmeans-adj", "bsc"])
-    ap.add_argument("--design", choices=["improved", *DESIGNS], default="improved")
-    ap.add_argument("--cap", type=float, default=150.0, help="seconds per solve")
-    ap.add_argument("--gap", type=float, default=1e-2)
-    ap.add_argument("--rounds", type=int, default=500)
-    ap.add_argument("--name", default="subproblem_rounds")
+    partition_run_args(ap, seeds=1, cap=150.0, name="subproblem_rounds")
     a = output_args(ap).parse_args()
     cfg = design_config(a.design)
     rows: list[list[Any]] = []
