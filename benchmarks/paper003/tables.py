@@ -218,7 +218,7 @@ def part_scaling(a) -> None:
 
 def over_checked(runs: list[dict], key: str, f) -> float | None:
     """``f`` of ``key`` over the draws where some pair of users' rows was checked (None in the
-    others: no error measured there), or None when no draw checked any."""
+    others: nothing measured there), or None when no draw checked any."""
     vals = [x[key] for x in runs if x[key] is not None]
     return float(f(vals)) if vals else None
 
@@ -236,7 +236,7 @@ def part_privacy(a) -> None:
                      float(np.mean([x["violation_bound_eq30"] for x in rs])),
                      float(np.mean([x["violation_ratio_pair_max"] for x in rs])),
                      float(np.mean([x["violation_bound_eq29_max"] for x in rs])),
-                     float(np.mean([x["cross_user_violation_ratio"] for x in rs])),
+                     over_checked(rs, "cross_user_violation_ratio", np.mean),
                      over_checked(rs, "max_error", np.max), over_checked(rs, "p99_error", np.mean),
                      float(np.mean([x["table_inference_mean_rows"] for x in rs])),
                      float(np.mean([x["rows_located_by_columns"] for x in rs])),

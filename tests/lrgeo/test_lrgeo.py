@@ -335,6 +335,7 @@ def test_violations_count_as_the_paper_with_a_tolerance_and_distance_zero_apart(
     # LR sets {0} and {2}, no two rows within gamma: nothing checked, no error measured
     assert far.cross_checked == 0
     assert far.summary()["max_error"] is None and far.summary()["p99_error"] is None
+    assert far.cross_ratio is None and far.summary()["positive_distance_violation_ratio"] is None
 
 
 def test_hidden_centre_keeps_the_server_from_locating_users(city, params, table):

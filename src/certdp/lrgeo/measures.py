@@ -49,9 +49,9 @@ class Violations:
     sizes: tuple[int, ...] = ()          # |N_m| of each user
 
     @property
-    def cross_ratio(self) -> float:
-        """The share of cross-user pairs checked that violate Geo-Ind."""
-        return self.cross_violations / self.cross_checked if self.cross_checked else 0.0
+    def cross_ratio(self) -> float | None:
+        """The share of cross-user pairs checked that violate Geo-Ind; None where none was checked."""
+        return self.cross_violations / self.cross_checked if self.cross_checked else None
 
     @property
     def ratio(self) -> float:
@@ -72,10 +72,11 @@ class Violations:
         return out
 
     def summary(self) -> dict:
-        """A JSON-ready summary of the violation counts, ratios and errors. The errors' statistics
-        are over the violations (0 where the checks found none) and None where nothing was
-        checked (no two users' rows within gamma): no error was measured, which is not an error
-        of 0, so that averages over draws can leave such draws out."""
+        """A JSON-ready summary of the violation counts, ratios and errors. The shares of checks
+        that violate, and the errors' statistics (over the violations: 0 where the checks found
+        none), are None where nothing was checked (no two users' rows within gamma): nothing was
+        measured, which is not a share or an error of 0, so that averages over draws can leave
+        such draws out."""
         e = self.errors
         pos = self.cross_checked - self.zero_checked
 
@@ -83,7 +84,7 @@ class Violations:
             return None if not self.cross_checked else float(f(e)) if len(e) else 0.0
         return {"violation_ratio": self.ratio, "cross_user_violation_ratio": self.cross_ratio,
                 "positive_distance_violation_ratio": ((self.cross_violations - self.zero_violations) / pos
-                                                      if pos else 0.0),
+                                                      if pos else None),
                 "violations": self.cross_violations, "checked": self.cross_checked, "paper_pairs": self.paper_pairs,
                 "distance0_checked": self.zero_checked, "distance0_violations": self.zero_violations,
                 "violation_tolerance": self.tolerance,
