@@ -12,7 +12,21 @@ Benders run stopped at 1% would. Reported: 1 - U / loss(ExpMech) per budget (the
 reduction is between it and 1 - L / loss(ExpMech), given in the JSON), and its mean over the
 budgets, which is the paper's "on average ... lower" figure.
 
+With ``--paper-code DIR`` (the ``MATLAB code/Dataset`` folder of the paper's published code,
+github.com/chenxiunt/MetricDP_BendersDecomposition) the instances are those its Figure 7 runs
+read (``myReadData/createGridMap.m``, ``creatSynData.m``, ``myBenchMarks/expMech.m``): the
+code's grid and Gaussian data (``partition_tables.code_instance``), its 100 outputs
+``rome/intermediate/obf_loc.mat`` (which both files load), and its cost matrices:
+
+- ``grid-500-code``: as the code builds it, column k priced |D(i) - D(k)| with D the lattice
+  travel distance from cell 1 and k = 1..100 the *column index*, while ExpMech weighs output k
+  by the distance to cell ``obf_loc(k)``: the cost of an output is not the cost of where it is;
+- ``grid-500-code-matched``: the same with column k priced |D(i) - D(obf_loc(k))|;
+- ``gauss-500-code``: column k priced by the distance to ``obf_loc(k)``, as the code builds it.
+
     python -m benchmarks.paper000.loss_vs_expmech --seeds 3
+    python -m benchmarks.paper000.loss_vs_expmech --paper-code "DIR/MATLAB code/Dataset" --seeds 3 \\
+        --name loss_vs_expmech_code
 """
 
 from __future__ import annotations
@@ -22,13 +36,53 @@ from typing import Any
 
 import numpy as np
 
+import dataclasses
+from pathlib import Path
+
+from scipy.io import loadmat
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import dijkstra
+
 from certdp import solve
 from certdp.experiments import instances
+from certdp.space import Space, pairwise
 
 from .._common import Steps, output_args, write_table
+from .partition_tables import code_instance
 
 #: paper 000 appendix D.1: BD's loss is this much lower than ExpMech's, on average over budgets 2-10
 PAPER_REDUCTION = {"road": 47.19, "grid": 46.99, "text": 22.49, "gauss": 24.05}
+#: the instances of the paper's code (module docstring), by the kind of the paper's figure they stand for
+CODE_STEMS = {"grid": ["grid-500-code", "grid-500-code-matched"], "gauss": ["gauss-500-code"]}
+
+
+def code_space(stem: str, seed: int, paper_code: Path) -> Space:
+    """The paper code's Figure 7 instance ``stem`` (module docstring), draw ``seed``."""
+    kind = stem.split("-")[0]
+    base = code_instance(f"{kind}-500-code-s{seed}", paper_code)
+    assert base.points is not None
+    obf = loadmat(paper_code / "rome/intermediate/obf_loc.mat")["obf_loc"].ravel().astype(int) - 1
+    if kind == "grid":
+        pairs, dist = base.neighbor_pairs
+        graph = coo_matrix((dist, (pairs[:, 0], pairs[:, 1])), shape=(base.n_records,) * 2)
+        travel = dijkstra(graph, directed=False, indices=0)
+        columns = obf if stem.endswith("-matched") else np.arange(len(obf))
+        cost = np.abs(travel[:, None] - travel[columns][None, :])
+    else:
+        cost = pairwise(base.points, base.points[obf], base.metric)
+    return dataclasses.replace(base, cost=cost / len(obf), output_records=obf, output_points=None,
+                               name=f"{stem}-s{seed}")
+
+
+def _spaces(kind: str, seeds: int, kn: bool, paper_code: Path | None):
+    """(stem, [(name, space)]) of each instance family of ``kind`` this run compares."""
+    if paper_code is None:
+        stem = f"{kind}-500-paper" + ("-KN" if kn else "")
+        yield stem, list(instances.available([f"{stem}-s{s}" for s in range(1, seeds + 1)]))
+        return
+    for stem in CODE_STEMS.get(kind, []):
+        draws = range(1, (seeds if stem.startswith("gauss") else 1) + 1)
+        yield stem, [(f"{stem}-s{s}", code_space(stem, s, paper_code)) for s in draws]
 
 
 def _ci(v: list[float]) -> str:
@@ -44,15 +98,16 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=600.0, help="seconds per solve")
     ap.add_argument("--method", choices=["outputs", "lp"], default="outputs")
     ap.add_argument("--kn", action="store_true", help="every record is an output (K = N) instead of K = 100")
+    ap.add_argument("--paper-code", type=Path, default=None,
+                    help="run the instances of the paper's published code (its MATLAB code/Dataset folder)")
     ap.add_argument("--name", default="loss_vs_expmech")
     a = output_args(ap).parse_args()
     rows: list[list[Any]] = []
     raw: list[dict[str, Any]] = []
     with Steps("loss vs ExpMech", len(a.kinds) * a.seeds * len(a.budgets)) as steps:
-        for kind in a.kinds:
+        for kind, (stem, spaces) in ((k, f) for k in a.kinds for f in _spaces(k, a.seeds, a.kn, a.paper_code)):
             red: dict[float, list[float]] = {e: [] for e in a.budgets}
-            stem = f"{kind}-500-paper" + ("-KN" if a.kn else "")
-            for name, sp0 in instances.available([f"{stem}-s{s}" for s in range(1, a.seeds + 1)]):
+            for name, sp0 in spaces:
                 for e in a.budgets:
                     sp = sp0.with_epsilon(2.0 * e / sp0.eta)
                     exp = solve(sp, "expmech").upper_bound
@@ -77,7 +132,9 @@ def main() -> None:
                                "budget e: epsilon = 2 e / eta (the paper's epsilon x eta); K = 100 outputs; losses: "
                                "travel cost (Eq. 48) for grid and road, distance for text and Gaussian",
                                "paper: appendix D.1 (Rome road network and grid, MATLAB word2vec, 3-d Gaussian)",
-                               "instances: certdp.experiments.instances (NAME-sS: instance S)"], raw=raw, args=a)
+                               "instances: certdp.experiments.instances (NAME-sS: instance S)" if a.paper_code is None
+                               else "instances: the paper's published code (module docstring; NAME-sS: draw S)"],
+                        raw=raw, args=a)
 
 
 if __name__ == "__main__":
