@@ -41,7 +41,7 @@ import numpy as np
 from certdp import MDPGraph, Space, build_space
 from certdp.datasets import gaussian, grid, latlon
 from certdp.experiments import instances
-from certdp.pmo.partition import PARTITIONERS, partition
+from certdp.pmo.partition import PARTITIONERS, Partition, partition
 
 from .._common import output_args, write_table
 
@@ -60,6 +60,7 @@ PAPER = {
 FIELDS = ("subproblem_mean", "internal_mean", "subproblem_max", "boundary_records", "master_components",
           "master_component_mean", "master_component_max", "cut_components", "cut_component_mean",
           "cut_component_max", "cut_edges")
+LARGEST = ("largest_subset_records", "median_subset_records", "largest_internal_degree")
 
 
 def code_instance(name: str, paper_code: Path | None) -> Space:
@@ -98,6 +99,19 @@ def load(names: list[str], paper_code: Path | None):
             print(f"skip {name}: {exc}")
 
 
+def largest_subproblem(p: Partition, e: np.ndarray, degree: np.ndarray) -> dict[str, float]:
+    """What the largest subproblem holds: its subset's records and the mean mDP degree of its
+    internal records, against the median subset (k-m-DV's subsets have about one spatial
+    extent, so the records they hold follow the density of the data)."""
+    boundary = p.boundary_mask(e)
+    internal = np.bincount(p.labels[~boundary], minlength=p.n_subsets)
+    sizes = np.bincount(p.labels, minlength=p.n_subsets)
+    big = int(np.argmax(internal))
+    inside = (p.labels == big) & ~boundary
+    return {"largest_subset_records": int(sizes[big]), "median_subset_records": float(np.median(sizes)),
+            "largest_internal_degree": float(degree[inside].mean()) if inside.any() else 0.0}
+
+
 def mean_ci(values: list[float]) -> str:
     """``mean +- 1.96 sd`` (population sd, as one figure over the instances), or the value alone."""
     v = np.asarray(values, dtype=float)
@@ -125,32 +139,40 @@ def main() -> None:
             seed = int(name.rsplit("-s", 1)[1]) if a.seeds is not None else 0
             g = MDPGraph.from_space(sp)
             e = g.edges[~g.implied_edges()] if a.edges == "reduced" else g.edges
+            degree = np.bincount(g.edges.ravel(), minlength=sp.n_records)
             for m in a.subsets:
                 for method in a.partitioners:
                     t0 = time.perf_counter()
                     p = partition(sp, method, m, seed=seed, graph=g)
                     st = p.stats(e) | {"seconds": time.perf_counter() - t0, "instance": name,
-                                       "mean_degree": 2 * len(g.edges) / sp.n_records, "epsilon": sp.epsilon}
+                                       "mean_degree": float(degree.mean()), "epsilon": sp.epsilon,
+                                       "degree_cv": float(degree.std() / degree.mean())} | largest_subproblem(p, e, degree)
                     st.pop("internal_per_subset"), st.pop("boundary_per_subset")
                     per.setdefault((m, method), []).append(st)
                     raw.append(st)
         for (m, method), sts in per.items():
             kind = {"rome": "road"}.get(base.split("-")[0], base.split("-")[0])
             ref = PAPER.get(kind, {}).get(method) if m == 25 and ("paper" in base or "code" in base) else None
-            rows.append([base, len(sts), f"{sts[0]['epsilon']:.3g}", mean_ci([s["mean_degree"] for s in sts]), method,
-                         m] + [mean_ci([s[f] for s in sts]) for f in FIELDS]
+            rows.append([base, len(sts), f"{sts[0]['epsilon']:.3g}", mean_ci([s["mean_degree"] for s in sts]),
+                         mean_ci([s["degree_cv"] for s in sts]), method, m] + [mean_ci([s[f] for s in sts]) for f in FIELDS]
+                        + [mean_ci([s[f] for s in sts]) for f in LARGEST]
                         + [mean_ci([s["seconds"] for s in sts]), "/".join(f"{v:g}" for v in ref) if ref else None])
     name = a.name or ("partition_tables" + ("" if a.edges == "reduced" else "_all_edges"))
     write_table(name, "Partition statistics (paper 000 Tables 1-2) at M = " + ", ".join(map(str, a.subsets)),
-                ["instance", "instances", "eps", "mean degree", "partitioner", "subsets", "subproblem mean",
+                ["instance", "instances", "eps", "mean degree", "degree cv", "partitioner", "subsets", "subproblem mean",
                  "internal mean (all M)", "subproblem max", "boundary records", "master comps", "master comp mean",
-                 "master comp max", "cut comps", "cut comp mean", "cut comp max", "cut edges", "seconds",
+                 "master comp max", "cut comps", "cut comp mean", "cut comp max", "cut edges",
+                 "largest subproblem's subset", "median subset", "largest subproblem's degree", "seconds",
                  "paper sub mean/max, comp mean/max"],
                 rows, notes=["sizes in records; subproblem = internal records of a subset; subproblem mean over the "
                              "subproblems there are, internal mean over all M subsets (the paper's code); master "
                              "components = connected components of the mDP graph induced on boundary records "
                              f"({a.edges} edges), cut components = those of the graph of cut edges alone (the "
                              "paper's code's master)",
+                             "degree cv: the standard deviation of the records' mDP degrees over their mean; largest "
+                             "subproblem's subset: the records (internal and boundary) of the subset with the most "
+                             "internal records, against the median subset; its degree: the mean mDP degree of those "
+                             "internal records",
                              "instance S of a family is partitioned with k-means seed S",
                              "with several instances: mean ± 1.96 standard deviations over them (paper 000's form)",
                              "paper: Tables 1-2 of paper 000, mean over its 10 instances (Rome road network and grid, "
