@@ -61,6 +61,7 @@ from certdp.solve import solve
 from certdp.space import Space
 
 from .._common import output_args, write_table
+from .tables import params_for, settings_title, tag
 
 T = TypeVar("T")
 
@@ -85,10 +86,9 @@ def base_world(a) -> World:
 
 
 def params(world: World, a, **over) -> LRGeoParams:
-    """The paper's parameters (``--settings paper``) or the scaled ones at ``--eps-cell``."""
-    P = LRGeoParams.paper(world.cell) if a.settings == "paper" else LRGeoParams.scaled(world.cell,
-                                                                                         eps_cell=a.eps_cell)
-    return LRGeoParams(**{**P.__dict__, **over})
+    """The paper's parameters (``--settings paper``; epsilon ``--eps-cell`` per cell side when
+    given) or the scaled ones at ``--eps-cell``, as :func:`tables.params_for` reads them."""
+    return params_for(world, a, **over)
 
 
 def run_users(world: World, P: LRGeoParams, locations: np.ndarray, table, *, exact_costs: bool = False,
@@ -315,10 +315,10 @@ def part_cost(a) -> None:
             print(K, rep, {m: mean_own(rec, m) for m in COST_METHODS + tuple(a.baselines) if m in rec}, flush=True)
         rows.append(cost_row(K, [x for x in raw if x["K"] == K]))
     name = Path(a.network.split(",")[0]).stem if a.network else a.dataset
-    tag = "paper" if a.settings == "paper" else f"eps{a.eps_cell:g}"
-    write_table(f"causes_cost_{name}_{tag}",
+    suffix = tag(a).removeprefix(f"{a.dataset}_")
+    write_table(f"causes_cost_{name}_{suffix}",
                 f"Table 2's LR-Geo against planar Laplace, with the cost estimates' share ({full.name}, "
-                f"{'the paper settings' if a.settings == 'paper' else f'eps {a.eps_cell:g} per cell'}, "
+                f"{settings_title(a)}, "
                 f"{a.users} users, {a.reps} draws)",
                 ["K", "LR-Geo", "exact costs", "free to r_obf", "Laplace", "ExpMech", "LP (optimal)",
                  "LR-Geo / Laplace median (worst)", "exact costs / Laplace", "free to r_obf / Laplace",
@@ -344,7 +344,9 @@ def main() -> None:
                    help="with --network: the grid over its bounding box, ROWSxCOLS (K are centred blocks of it)")
     p.add_argument("--settings", choices=["scaled", "paper"], default=None,
                    help="paper: eps 10/km, Gamma 20 km, r_obf 4 km, 0.1 km table (default for --part speed)")
-    p.add_argument("--eps-cell", type=float, default=1.0, help="scaled settings: epsilon per cell side")
+    p.add_argument("--eps-cell", type=float, default=None,
+                   help="epsilon per location cell side (default 1; with --settings paper, the paper's 10/km "
+                        "unless given)")
     p.add_argument("--K", type=int, nargs="+", default=[100, 200, 300, 400])
     p.add_argument("--users", type=int, default=4)
     p.add_argument("--reps", type=int, default=3)
@@ -360,6 +362,8 @@ def main() -> None:
     a = output_args(p).parse_args()
     if a.settings is None:
         a.settings = "paper" if a.part == "speed" else "scaled"
+    if a.eps_cell is None and a.settings == "scaled":
+        a.eps_cell = 1.0
     for K in a.K:
         if K not in SHAPES:
             p.error(f"--K must be among {sorted(SHAPES)}")
