@@ -94,17 +94,23 @@ def tensor_of(df, doms, cols):
     return CountTensor.from_frame(df, list(cols), {c: doms[c] for c in cols}, overflow="bin")
 
 
-def run(t, labels, reps, seed, qcols, eps):
+def run(t, labels, reps, seed, qcols, eps, decompose=None):
     """Each labelled method ``reps`` times on one workload (the same seed draws the same
-    workload for every label); returns {label: CompareRow}."""
+    workload for every label); returns {label: CompareRow}. ``decompose`` ({label: None}) is
+    filled with the mean ``decomposed_rmse`` of each of its labels' builds, the same builds."""
     from certdp.experiments.views import compare_views
 
     out = {}
     for label in labels:
         method, params = SPECS[label]
+        parts: list[tuple[float, float, float]] = []
         rows, _, _ = compare_views(t, [method], eps, 3000, qcols, reps, np.random.default_rng(seed),
-                                         {method: params})
+                                   {method: params},
+                                   on_view=(lambda m, v, w, truth: parts.append(decomposed_rmse(v, t, w, truth)))
+                                   if decompose is not None and label in decompose else None)
         out[label] = rows[0]
+        if parts:
+            decompose[label] = np.mean(parts, axis=0)
     return out
 
 
@@ -137,7 +143,8 @@ def figure5(a, df, doms):
             cols = combos[ci]
             t = tensor_of(df, doms, cols)
             ran = [m for m in labels if t.domain_size <= DENSE_LIMITS.get(SPECS[m][0], float("inf"))]
-            res = run(t, ran, a.reps, a.seed + int(ci), a.query_columns, a.epsilon)
+            parted: dict[str, Any] = {m: None for m in ran if SPECS[m][0] in BLOCK_METHODS} if a.decompose else {}
+            res = run(t, ran, a.reps, a.seed + int(ci), a.query_columns, a.epsilon, decompose=parted)
             base = res[PAPER].rmse_mean
             raw.append({"size": size, "columns": cols, "cells": float(t.domain_size),
                         **{m: r.as_dict() for m, r in res.items()}})
@@ -147,11 +154,9 @@ def figure5(a, df, doms):
                           *[f"{res[m].rmse_mean:.4g} (x{res[m].rmse_mean / base:.2f})" if m in res else "-"
                             for m in labels]])
             print(table[-1], flush=True)
-            if a.decompose:
-                for m in (m for m in ran if SPECS[m][0] in BLOCK_METHODS):
-                    d = decomposed_builds(t, m, a.reps, a.seed + int(ci), a.query_columns, a.epsilon)
-                    raw[-1][m].update({"rmse_aggregation": d[1], "rmse_leaf_noise": d[2]})
-                    parts.append(f"| {size} | {','.join(cols)} | {m} | {d[0]:.4g} | {d[1]:.4g} | {d[2]:.4g} |")
+            for m, d in parted.items():
+                raw[-1][m].update({"rmse_aggregation": d[1], "rmse_leaf_noise": d[2]})
+                parts.append(f"| {size} | {','.join(cols)} | {m} | {d[0]:.4g} | {d[1]:.4g} | {d[2]:.4g} |")
 
     def mean(xs: list[float], form: str) -> str:
         return format(float(np.mean(xs)), form) if xs else "-"
@@ -182,19 +187,6 @@ def figure5(a, df, doms):
 
 #: Methods whose view partitions the domain into blocks (``decomposed_rmse`` reads their leaves).
 BLOCK_METHODS = ("ripost", "hdpview", "privtree")
-
-
-def decomposed_builds(t, label, reps, seed, qcols, eps) -> np.ndarray:
-    """Mean ``decomposed_rmse`` of the ``reps`` builds ``run`` made of one labelled method: the
-    generator is seeded and drawn (workload, then builds) as ``compare_views`` draws it."""
-    from certdp.views import Workload, true_answers
-
-    method, params = SPECS[label]
-    g = np.random.default_rng(seed)
-    w = Workload.random(t.shape, 3000, min(qcols, len(t.shape)), g)
-    truth = true_answers(t, w)
-    return np.mean([decomposed_rmse(block_view(t, method, eps, g, **params), t, w, truth) for _ in range(reps)],
-                   axis=0)
 
 
 def figure7(a, df, doms):

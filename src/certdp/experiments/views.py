@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,8 @@ class CompareRow:
 
 def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 0.1, queries: int = 3000,
                   query_columns: int = 2, reps: int = 10, rng: RNGLike = None,
-                  params: dict[str, dict[str, Any]] | None = None, progress: Progress | None = None
+                  params: dict[str, dict[str, Any]] | None = None, progress: Progress | None = None,
+                  on_view: Callable[[str, Any, Workload, np.ndarray], None] | None = None
                   ) -> tuple[list[CompareRow], Workload, dict[str, str]]:
     """Each method ``reps`` times on one random workload; RMSE mean and standard deviation, and
     R-RMSE against ``ripost`` when it is among the methods (else against the first).
@@ -82,7 +84,9 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
     returned ``skipped``, when the domain is above its limit and other methods remain; asked for
     alone, it raises its own error. Workload-aware methods (HDMM, AIM) are told how many columns
     the queries restrict unless ``params`` says otherwise. ``progress`` hears of every view
-    built (``done`` out of ``total`` in its record, with the method and the RMSE)."""
+    built (``done`` out of ``total`` in its record, with the method and the RMSE);
+    ``on_view(method, view, workload, true answers)`` is called with every view built, for
+    measures beyond the RMSE on the same builds."""
     names = list(methods)
     if not names:
         raise ValueError("methods must name at least one method")
@@ -111,6 +115,8 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
             v = build_view(tensor, m, epsilon, g, **params.get(m, {}))
             secs.append(time.perf_counter() - t0)
             errs.append(rmse(v.estimates(work), truth))
+            if on_view is not None:
+                on_view(m, v, work, truth)
             done = len(rows) * reps + rep + 1
             report(progress, "build", f"{m} repetition {rep + 1}/{reps}: RMSE {errs[-1]:.4g}, {secs[-1]:.2f} s",
                    {"done": done, "total": total, "method": m, "rmse": errs[-1]})
