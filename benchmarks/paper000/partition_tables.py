@@ -60,7 +60,7 @@ PAPER = {
 FIELDS = ("subproblem_mean", "internal_mean", "subproblem_max", "boundary_records", "master_components",
           "master_component_mean", "master_component_max", "cut_components", "cut_component_mean",
           "cut_component_max", "cut_edges")
-LARGEST = ("largest_subset_records", "median_subset_records", "largest_internal_degree")
+LARGEST = ("largest_subset_records", "median_subset_records", "largest_subset_diameter", "largest_internal_degree")
 
 
 def code_instance(name: str, paper_code: Path | None) -> Space:
@@ -99,16 +99,18 @@ def load(names: list[str], paper_code: Path | None):
             print(f"skip {name}: {exc}")
 
 
-def largest_subproblem(p: Partition, e: np.ndarray, degree: np.ndarray) -> dict[str, float]:
-    """What the largest subproblem holds: its subset's records and the mean mDP degree of its
-    internal records, against the median subset (k-m-DV's subsets have about one spatial
-    extent, so the records they hold follow the density of the data)."""
+def largest_subproblem(sp: Space, p: Partition, e: np.ndarray, degree: np.ndarray) -> dict[str, float]:
+    """What the largest subproblem holds: its subset's records, their diameter and the mean mDP
+    degree of its internal records, against the median subset (k-m-DV's subsets have about
+    one spatial extent, so the records they hold follow the density of the data)."""
     boundary = p.boundary_mask(e)
     internal = np.bincount(p.labels[~boundary], minlength=p.n_subsets)
     sizes = np.bincount(p.labels, minlength=p.n_subsets)
     big = int(np.argmax(internal))
     inside = (p.labels == big) & ~boundary
+    members = np.flatnonzero(p.labels == big)
     return {"largest_subset_records": int(sizes[big]), "median_subset_records": float(np.median(sizes)),
+            "largest_subset_diameter": float(sp.distance_rows(members)[:, members].max()),
             "largest_internal_degree": float(degree[inside].mean()) if inside.any() else 0.0}
 
 
@@ -146,7 +148,7 @@ def main() -> None:
                     p = partition(sp, method, m, seed=seed, graph=g)
                     st = p.stats(e) | {"seconds": time.perf_counter() - t0, "instance": name,
                                        "mean_degree": float(degree.mean()), "epsilon": sp.epsilon,
-                                       "degree_cv": float(degree.std() / degree.mean())} | largest_subproblem(p, e, degree)
+                                       "degree_cv": float(degree.std() / degree.mean())} | largest_subproblem(sp, p, e, degree)
                     st.pop("internal_per_subset"), st.pop("boundary_per_subset")
                     per.setdefault((m, method), []).append(st)
                     raw.append(st)
@@ -162,7 +164,8 @@ def main() -> None:
                 ["instance", "instances", "eps", "mean degree", "degree cv", "partitioner", "subsets", "subproblem mean",
                  "internal mean (all M)", "subproblem max", "boundary records", "master comps", "master comp mean",
                  "master comp max", "cut comps", "cut comp mean", "cut comp max", "cut edges",
-                 "largest subproblem's subset", "median subset", "largest subproblem's degree", "seconds",
+                 "largest subproblem's subset", "median subset", "its diameter", "largest subproblem's degree",
+                 "seconds",
                  "paper sub mean/max, comp mean/max"],
                 rows, notes=["sizes in records; subproblem = internal records of a subset; subproblem mean over the "
                              "subproblems there are, internal mean over all M subsets (the paper's code); master "
@@ -171,7 +174,8 @@ def main() -> None:
                              "paper's code's master)",
                              "degree cv: the standard deviation of the records' mDP degrees over their mean; largest "
                              "subproblem's subset: the records (internal and boundary) of the subset with the most "
-                             "internal records, against the median subset; its degree: the mean mDP degree of those "
+                             "internal records, against the median subset, and their largest distance (the data's "
+                             "unit); its degree: the mean mDP degree of those "
                              "internal records",
                              "instance S of a family is partitioned with k-means seed S",
                              "with several instances: mean ± 1.96 standard deviations over them (paper 000's form)",
