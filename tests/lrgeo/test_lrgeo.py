@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -516,3 +517,33 @@ def test_proposition_4_5_counts_match_the_sets(city, seed, r_exp):
     N = sum(n)
     assert eq30 == pytest.approx(1 - (2 * sum(both.values()) + sum(x * x - x for x in n) * K) / (N * (N - 1) * K),
                                  abs=1e-12)
+
+
+def test_relaxed_lower_bound_turns_to_the_interior_point_method_where_simplex_fails(monkeypatch):
+    """A numerical failure of dual simplex on the relaxed LR problem is not the end of the bound:
+    the interior-point method solves the same LP, and the bound is the one simplex gives."""
+    import certdp.lrgeo.measures as M
+
+    D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]])
+    c = D / 3
+    ref, _ = relaxed_lower_bound(D, 1.5, 1.0, c, np.arange(3))
+    real = M.HighsLP
+    tried: list[str] = []
+
+    class FailingSimplex(real):   # type: ignore[misc, valid-type]
+        def __init__(self, *args, solver="simplex", **kw):
+            tried.append(solver)
+            self.fail = solver == "simplex"
+            super().__init__(*args, solver=solver, **kw)
+
+        def solve(self, *args, **kw):
+            sol = super().solve(*args, **kw)
+            return dataclasses.replace(sol, status="error: Solve error", row_dual=None) if self.fail else sol
+
+    monkeypatch.setattr(M, "HighsLP", FailingSimplex)
+    lb, _ = relaxed_lower_bound(D, 1.5, 1.0, c, np.arange(3))
+    assert tried[:2] == ["simplex", "ipm"]
+    assert lb == pytest.approx(ref, rel=1e-6, abs=1e-9) and lb > 0
+    monkeypatch.setattr(M, "RELAXED_SOLVERS", ("simplex",))
+    with pytest.raises(RuntimeError, match="every solver"):
+        relaxed_lower_bound(D, 1.5, 1.0, c, np.arange(3))
