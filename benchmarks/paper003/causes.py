@@ -61,7 +61,7 @@ from certdp.solve import solve
 from certdp.space import Space
 
 from .._common import output_args, write_table
-from .tables import params_for, settings_title, tag
+from .tables import add_eps_cell, params_for, settings_title, settle_eps_cell, tag
 
 T = TypeVar("T")
 
@@ -83,12 +83,6 @@ def base_world(a) -> World:
     if a.dataset == "romecity":
         return load_world("romecity", 40, 40)
     return grid_city(40, 40, cell_km=0.25, seed=0)
-
-
-def params(world: World, a, **over) -> LRGeoParams:
-    """The paper's parameters (``--settings paper``; epsilon ``--eps-cell`` per cell side when
-    given) or the scaled ones at ``--eps-cell``, as :func:`tables.params_for` reads them."""
-    return params_for(world, a, **over)
 
 
 def run_users(world: World, P: LRGeoParams, locations: np.ndarray, table, *, exact_costs: bool = False,
@@ -169,8 +163,8 @@ def part_speed(a) -> None:
     raw, rows = [], []
     for K in a.K:
         w = full.block(*SHAPES[K])
-        P = params(w, a)
-        Ps = params(w, a, Gamma=a.small_Gamma)
+        P = params_for(w, a)
+        Ps = params_for(w, a, Gamma=a.small_Gamma)
         tab = build_table(w, P.cell, P.table_band)
         rec: dict = {"K": K}
         for name, PP in (("lrgeo", P), ("lrgeo_small", Ps)):
@@ -226,7 +220,7 @@ def part_speed(a) -> None:
             rows.append([K, label, K, x["rows"], x["seconds"], None, x["status"]])
     write_table("causes_speed_romecity_paper" if not a.network else f"causes_speed_{Path(a.network.split(',')[0]).stem}",
                 f"Table 1's ordering measured: LP sizes and seconds at the paper's settings ({full.name}, "
-                f"eps {params(full, a).epsilon:g}/km, r_obf 4 km, 0.1 km table; {a.users} users, {a.reps} draws)",
+                f"eps {params_for(full, a).epsilon:g}/km, r_obf 4 km, 0.1 km table; {a.users} users, {a.reps} draws)",
                 ["K", "method", "LR set / rows of Z", "LP rows", "mean s", "max s", "status"], rows, notes=[
                     "Variant: LR-Geo is this repository's protocol (Benders to a relative gap of 1e-4, "
                     "certified; the row below each gives the round and seconds at which the paper's absolute "
@@ -296,13 +290,13 @@ def part_cost(a) -> None:
     raw, rows = [], []
     for K in a.K:
         w = full.block(*SHAPES[K])
-        P = params(w, a)
+        P = params_for(w, a)
         tab = build_table(w, P.cell, P.table_band)
         for rep in range(a.reps):
             locs = as_generator(rep).choice(w.K, size=a.users, replace=False)
             rec: dict = {"K": K, "rep": rep, "locations": locs.tolist()}
             for name, ex, PP in (("lrgeo", False, P), ("lrgeo_exact_costs", True, P),
-                                 ("lrgeo_free_to_r_obf", False, params(w, a, r_exp=P.r_obf))):
+                                 ("lrgeo_free_to_r_obf", False, params_for(w, a, r_exp=P.r_obf))):
                 if name not in a.variants:
                     continue
                 r = run_users(w, PP, locs, tab, exact_costs=ex, seed=rep)
@@ -344,9 +338,7 @@ def main() -> None:
                    help="with --network: the grid over its bounding box, ROWSxCOLS (K are centred blocks of it)")
     p.add_argument("--settings", choices=["scaled", "paper"], default=None,
                    help="paper: eps 10/km, Gamma 20 km, r_obf 4 km, 0.1 km table (default for --part speed)")
-    p.add_argument("--eps-cell", type=float, default=None,
-                   help="epsilon per location cell side (default 1; with --settings paper, the paper's 10/km "
-                        "unless given)")
+    add_eps_cell(p)
     p.add_argument("--K", type=int, nargs="+", default=[100, 200, 300, 400])
     p.add_argument("--users", type=int, default=4)
     p.add_argument("--reps", type=int, default=3)
@@ -362,8 +354,7 @@ def main() -> None:
     a = output_args(p).parse_args()
     if a.settings is None:
         a.settings = "paper" if a.part == "speed" else "scaled"
-    if a.eps_cell is None and a.settings == "scaled":
-        a.eps_cell = 1.0
+    settle_eps_cell(a)
     for K in a.K:
         if K not in SHAPES:
             p.error(f"--K must be among {sorted(SHAPES)}")

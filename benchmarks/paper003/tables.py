@@ -100,6 +100,20 @@ def params_for(world, a, lrgeo_f: bool = False, **over) -> LRGeoParams:
     return LRGeoParams(**{**P.__dict__, **over}) if over else P
 
 
+def add_eps_cell(p: argparse.ArgumentParser) -> None:
+    """``--eps-cell``, read by :func:`params_for` once :func:`settle_eps_cell` has run."""
+    p.add_argument("--eps-cell", type=float, default=None,
+                   help="epsilon per location cell side (default 1; with --settings paper, the paper's 10/km "
+                        "unless given)")
+
+
+def settle_eps_cell(a: argparse.Namespace) -> None:
+    """The scaled settings' epsilon is 1 per cell unless given; the paper's settings keep None
+    (the paper's 10/km) unless given."""
+    if a.eps_cell is None and a.settings == "scaled":
+        a.eps_cell = 1.0
+
+
 def tag(a) -> str:
     """The results-file suffix: the dataset, the settings and epsilon where it is not the
     settings' own."""
@@ -363,9 +377,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--users", type=int, default=4)
     p.add_argument("--users-list", type=int, nargs="+", default=[2, 4, 6, 8, 10])
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--eps-cell", type=float, default=None,
-                   help="epsilon per location cell side (default 1; with --settings paper, the paper's 10/km "
-                        "unless given)")
+    add_eps_cell(p)
     p.add_argument("--cap", type=float, default=1800.0, help="seconds per baseline")
     p.add_argument("--baselines", nargs="*", default=["lp", "constopt", "laplace", "expmech"])
     p.add_argument("--cells", type=float, nargs="*", default=[1 / 24, 1 / 12, 1 / 6, 1 / 4])
@@ -377,8 +389,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="scaled settings: LR distance thresholds (cells) for Figure 10(a)")
     p.add_argument("--hide", type=float, nargs="*", default=[0.0, 0.5, 1.0], help="remedy: hide as a share of Gamma")
     a = output_args(p).parse_args(argv)
-    if a.eps_cell is None and a.settings == "scaled":
-        a.eps_cell = 1.0
+    settle_eps_cell(a)
     if a.K is None:
         a.K = {"table": [100, 200, 300, 400], "scaling": [100, 400, 800, 1200, 1600], "privacy": [400],
                "remedy": [400], "bounds": [400]}[a.part]

@@ -163,6 +163,8 @@ def violation_bounds(world: World, rows: list[np.ndarray], r_exp: float) -> tupl
 #: give a rigorous bound (:func:`lagrangian_bound`), so which method produced them does not
 #: matter to its validity.
 RELAXED_SOLVERS = ("simplex", "ipm")
+
+
 def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: np.ndarray,
                         start: np.ndarray, *, tolerance: float = 1e-9, batch: int = 200,
                         max_rounds: int = 50) -> tuple[float, int]:
