@@ -256,3 +256,37 @@ def test_the_index_lists_every_table_written_whatever_its_folder_title_and_varia
     assert sorted((r.path.parts[1], r.title, r.variant) for r in found) == written
     rows = [ln for ln in text.splitlines() if ln.startswith("| [")]
     assert len(rows) == len(tables) and all(len(re.split(r"(?<!\\)\|", ln)) == 10 for ln in rows)
+
+
+def _power_run(n: int, network: str, a: float, rounds_exp: float, cut: bool) -> dict:
+    """A growing-density run whose every counted quantity is a * N^k for a known k."""
+    rounds = max(2, round(5 * (n / 500) ** rounds_exp))
+    h = [{"master_flops": a * n ** 3 * (i + 1) / rounds, "master_cpu": a * n ** 1.5,
+          "pricing_iterations": a * n ** 2, "pricing_cpu": a * n ** 2,
+          "upper_cpu": a * n if i % 2 else 0.0, "free_master_seconds": 1.0 if i % 2 else 0.0}
+         for i in range(rounds)]
+    h[-1]["master_flops"] = a * n ** 3 * rounds
+    return {"network": network, "n": n, "box": 0, "pairs": int(a * n * n), "history": h,
+            "cpu_seconds": a * n ** 2 * rounds, "seconds": 0.6 * a * n ** 2 * rounds, "columns": 2 * n,
+            "peak_mb": a * n ** 1.5, "gap": 0.05 if cut else 0.009}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from([500, 1000, 2000, 4000, 5000]), min_size=2, max_size=4, unique=True),
+       st.floats(0.5, 2.0), st.floats(0.0, 1.0))
+def test_the_growth_model_gives_back_the_exponents_of_power_laws_and_fits_rounds_only_where_none_was_cut(
+        sizes, a, rounds_exp):
+    from benchmarks.paper000 import growing
+
+    sizes = sorted(sizes)
+    runs = [_power_run(n, net, a * f, rounds_exp, cut=(n == sizes[-1] and len(sizes) > 2))
+            for n in sizes for net, f in (("x", 1.0), ("y", 0.5))]
+    rows, notes = growing.growth(runs, sizes)
+    slope = {(r[0], r[1]): r[2] for r in rows}
+    assert slope[("stabilised master", "Gflop / round")] == "3.00"
+    assert slope[("pricing", "simplex its / round after the first")] == "2.00"
+    assert slope[("peak", "MB")] == "1.50"
+    assert abs(float(slope[("neighbour pairs", "")]) - 2.0) < 0.01
+    fitted = "(rounds: " + ", ".join(map(str, sizes[:-1] if len(sizes) > 2 else sizes)) + ")"
+    assert fitted in notes[0]
+    assert all(f"{m:,} records" in " ".join(notes) for m in (10000, 20000))

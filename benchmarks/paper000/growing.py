@@ -23,6 +23,7 @@ comparison of two designs on the same instances under the same load.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -256,6 +257,100 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
                 raw={"load": load, "commit": solved_by, "command": solved_with, "runs": raw}, args=a)
 
 
+#: The quantities of the growth model: name, unit, and how to read it from a run's record.
+GROWTH = (
+    ("neighbour pairs", "", lambda r, h, later, steps: r["pairs"]),
+    ("rounds", "to 1% (a run cut by the cap: its rounds, a lower bound)", lambda r, h, later, steps: len(h)),
+    ("stabilised master", "Gflop / round", lambda r, h, later, steps: h[-1]["master_flops"] / 1e9 / len(h)),
+    ("stabilised master", "CPU s / round", lambda r, h, later, steps: sum(x["master_cpu"] for x in h) / len(h)),
+    ("pricing", "simplex its / round after the first",
+     lambda r, h, later, steps: sum(x["pricing_iterations"] for x in later) / len(later)),
+    ("pricing", "CPU s / round after the first", lambda r, h, later, steps: sum(x["pricing_cpu"] for x in later) / len(later)),
+    ("upper step", "CPU s / step", lambda r, h, later, steps: sum(x["upper_cpu"] for x in steps) / max(1, len(steps))),
+    ("a round, every part", "CPU s / round", lambda r, h, later, steps: r["cpu_seconds"] / len(h)),
+    ("columns", "in the store at the end, / N", lambda r, h, later, steps: r["columns"] / r["n"]),
+    ("peak", "MB", lambda r, h, later, steps: r["peak_mb"]),
+)
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    """The least-squares slope of log y on log x."""
+    lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-12)) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def growth(runs: list[dict], sizes: list[int], to: tuple[int, ...] = (10000, 20000)) -> tuple[list[list], list[str]]:
+    """How each part of a run grows with N over the family: per quantity of :data:`GROWTH`, the
+    worst value over the networks and boxes at each size of ``sizes``, the slope of log(worst) on
+    log N over those sizes, and the worst value carried by that slope to the sizes ``to``.
+    Returns the rows and notes that turn them into a time and a memory at those sizes."""
+    done = [r for r in runs if r.get("history") and r["n"] in sizes]
+    at = sorted({r["n"] for r in done})
+    if len(at) < 2:
+        raise SystemExit(f"Error: the growth model needs runs at two sizes or more of {sizes}, got {at}")
+    cut = [r for r in done if r["gap"] > 0.01 * 1.0001]
+    # the rounds to 1% are known only where no run was cut by the cap: the slope is fitted there,
+    # and carried from the largest such size (a size with a cut run gives a lower bound only)
+    whole = [n for n in at if not any(r["n"] == n for r in cut)]
+    rows, worst = [], {}
+    for name, unit, read in GROWTH:
+        w = []
+        for n in at:
+            vals = []
+            for r in (r for r in done if r["n"] == n):
+                h = r["history"]
+                steps = [x for x in h if x.get("free_master_seconds", 0.0) > 0 or x.get("upper_cpu", 0.0) > 0.01]
+                vals.append(read(r, h, h[1:] or h, steps))
+            w.append(max(vals))
+        fit = whole if name == "rounds" else at
+        if len(fit) < 2:
+            rows.append([name, unit, "-", *w, "-", "-"])
+            worst[(name, unit)] = (math.nan, math.nan)
+            continue
+        b = _slope(fit, [w[at.index(n)] for n in fit])
+        last = w[at.index(fit[-1])]
+        worst[(name, unit)] = (b, last)
+        rows.append([name, unit, f"{b:.2f}", *w, *(last * (m / fit[-1]) ** b for m in to)])
+    ratio = statistics.median(r["seconds"] / r["cpu_seconds"] for r in done)
+    notes = [f"sizes fitted: {', '.join(map(str, at))} (rounds: {', '.join(map(str, whole)) or 'none'}); runs: {len(done)} ({len(cut)} cut by the cap before 1%: "
+             + (", ".join(f"{r['network']} {r['n']} box {r['box']} at {r['gap']:.2%} after {len(r['history'])} rounds"
+                          for r in cut) or "none") + ")",
+             f"wall / CPU seconds, median over the runs: {ratio:.2f} (2 cores)"]
+    b_r, r_last = worst[("rounds", GROWTH[1][1])]
+    b_c, c_last = worst[("a round, every part", "CPU s / round")]
+    b_p, p_last = worst[("peak", "MB")]
+    for m in to:
+        rounds = r_last * (m / whole[-1]) ** b_r if len(whole) >= 2 else math.nan
+        cpu = c_last * (m / at[-1]) ** b_c
+        dense = 8.0 * m * m * (1 + worst[("columns", GROWTH[8][1])][1]) / 1e9
+        notes.append(f"{m:,} records, carried by the slopes: {rounds:.0f} rounds x {cpu:,.0f} CPU s = "
+                     f"{rounds * cpu / 3600:,.1f} CPU h, {rounds * cpu * ratio / 3600:,.1f} h of wall time on 2 cores; "
+                     f"peak {p_last * (m / at[-1]) ** b_p / 1e3:,.1f} GB, of which the dense master's normal "
+                     f"equations and column store alone are {dense:,.1f} GB (8 N^2 x (1 + columns / N) bytes)")
+    return rows, notes
+
+
+def model_table(paths: list[str], sizes: list[int], a) -> None:
+    """Write the growth model of the runs in the results files ``paths``."""
+    import json
+
+    runs = []
+    for p in paths:
+        saved = json.loads(Path(p).read_text())
+        runs += saved.get("results", saved)["runs"]
+    rows, notes = growth(runs, sizes)
+    sources = "; ".join(f"`{Path(p).name}`" for p in paths)
+    write_table(a.name, "How a run of the outputs decomposition grows with N on road networks at growing density",
+                ["part", "unit", "slope in N", *(f"worst at {n:,}" for n in sorted({r['n'] for r in runs if r['n'] in sizes
+                                                                                   and r.get('history')})),
+                 "carried to 10,000", "carried to 20,000"], rows,
+                notes=[f"runs from {sources}", *notes,
+                       "the worst value at each size is over every network and box of that size; the slope is fitted "
+                       "to those worst values, so the carried values are the family's worst case if the growth holds"],
+                raw={"sources": paths, "sizes": sizes, "rows": rows}, args=a)
+
+
 def _fmt(v) -> str:
     from .._common import fmt
 
@@ -268,6 +363,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tables-from", default=None, metavar="JSON",
                     help="write the tables again from a results file's runs (nothing is solved)")
+    ap.add_argument("--model-from", nargs="+", default=None, metavar="JSON",
+                    help="write the growth model of these results files' runs at --sizes (nothing is solved)")
     ap.add_argument("--networks", nargs="+", default=list(NETWORKS))
     ap.add_argument("--heldout", action="store_true", help="run the held-out networks instead (confirm only)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
@@ -284,6 +381,9 @@ def main() -> None:
                     help="OutputsConfig fields to change")
     a = output_args(ap).parse_args()
     parse_config(a.config_items)                       # a bad field fails here, before any run
+    if a.model_from:
+        model_table(a.model_from, a.sizes, a)
+        return
     if a.tables_from:
         import json
 
