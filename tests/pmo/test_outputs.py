@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certdp import build_space, solve
 from certdp.datasets import gaussian, grid
@@ -731,3 +733,32 @@ def test_a_config_is_passed_through_solve_and_checked():
             OutputsConfig(**bad)
     with pytest.raises(TypeError, match="OutputsConfig"):
         solve(space, "outputs", config={"box": 0.07})
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_rows_that_leave_the_working_set_change_no_minimum(seed):
+    """Rows strictly slack for ``working_set_age`` solves in a row leave a pricing model; over
+    rounds of random duals the pricer's bounds stay rigorous and tight and its points stay in
+    P, as with every row kept, and rows do leave."""
+    from certdp.lp.highs import INF, solve_lp
+
+    space = build_space(grid(5, 6, 1.0), epsilon=1.0, eta=1.5, n_outputs=6, cost="travel", seed=3)
+    N = space.n_records
+    g = MDPGraph.from_space(space)
+    A = cone_rows(N, g.edges, g.distance, space.epsilon)
+    C = space.weighted_cost / space.weighted_cost.max()
+    rng = np.random.default_rng(seed)
+    config = OutputsConfig(working_set_from=0.0, working_set_batch=0.0)
+    pricer = ThreadPricer(A, C, 1e-9, 1, config)
+    for _ in range(3 * config.working_set_age):
+        lam = C.min(axis=1) + rng.uniform(0, 1.0, N) * rng.uniform(0.1, 1.0)
+        bd, Zd, _ = pricer.price(lam)
+        for k in range(C.shape[1]):
+            w = C[:, k] - lam
+            ref = min(solve_lp(w, A, np.full(A.shape[0], -INF), np.zeros(A.shape[0]), np.zeros(N), np.ones(N)).objective, 0.0)
+            assert bd[k] <= ref + 1e-9 and np.isclose(bd[k], ref, atol=1e-7)
+            z = Zd[:, k]
+            assert np.all((z >= 0) & (z <= 1)) and np.max(A @ z) <= 1e-7 and np.isclose(w @ z, ref, atol=1e-7)
+    assert pricer.group.dropped > 0
+    assert all(np.array_equal(np.flatnonzero(a), np.sort(r)) for a, r in zip(pricer.group.active, pricer.group.rows))

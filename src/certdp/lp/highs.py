@@ -314,6 +314,16 @@ class HighsLP:
             raise SolverLimitError("HiGHS rejected the new columns")
         self.n_col += Acs.shape[1]
 
+    def delete_cols(self, cols: np.ndarray) -> None:
+        """Delete the given columns. Nonbasic columns leave the rest of the basis valid, and the
+        next solve hot-starts from it."""
+        cols = np.ascontiguousarray(np.unique(cols), dtype=np.int32)
+        if len(cols) == 0:
+            return
+        if self.h.deleteCols(int(len(cols)), cols) == highspy.HighsStatus.kError:
+            raise SolverLimitError("HiGHS rejected the column deletion")
+        self.n_col -= len(cols)
+
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Change the bounds of the given rows (the model and basis are kept)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)

@@ -117,6 +117,9 @@ class OutputsConfig:
             set per solve.
         working_set_from: cones with at most this many rows per record start with every row in
             the working set.
+        working_set_age: a cone row leaves a pricing model's working set after this many solves
+            in a row at which it was strictly slack (:mod:`.pricing`); 0 keeps every row that
+            joined.
     """
 
     master_tolerance: float = 1e-2
@@ -130,6 +133,7 @@ class OutputsConfig:
     productive_share: float = 0.5
     working_set_batch: float = 0.25
     working_set_from: float = 10.0
+    working_set_age: int = 5
 
     def __post_init__(self) -> None:
         for f in fields(self):

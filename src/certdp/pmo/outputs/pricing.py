@@ -69,6 +69,8 @@ class OutputModels:
         self.models: list[HighsLP] = []
         self.rows: list[np.ndarray] = []          # each model's working set, in column order
         self.active: list[np.ndarray] = []        # the same as a mask over the cone rows
+        self.idle: list[np.ndarray] = []          # per working row: solves it was slack in a row
+        self.dropped = 0                          # rows that left a working set (:meth:`_age`)
         self.batch = max(1, int(self.config.working_set_batch * self.n))
         self.tolerance = tolerance
         self.cols = np.arange(self.n, dtype=np.int32)
@@ -109,38 +111,64 @@ class OutputModels:
         while len(self.models) < len(W):
             start = self.m <= self.config.working_set_from * self.n
             self.rows.append(np.arange(self.m) if start else np.zeros(0, dtype=np.int64))
+            self.idle.append(np.zeros(self.rows[-1].size, dtype=np.int32))
             self.active.append(np.full(self.m, start))
             self.models.append(self._build(W[len(self.models)]))
         return W
 
-    def _solve_working_set(self, j: int) -> tuple[LPSolution, int]:
-        """Solve model ``j``, adding the violated cone rows until none is; the last solution
-        and the iterations of every solve."""
+    def _solve_working_set(self, j: int) -> tuple[LPSolution, int, np.ndarray | None]:
+        """Solve model ``j``, adding the violated cone rows until none is; the last solution,
+        the iterations of every solve and which working rows are strictly slack at the
+        minimiser (None where that was not computed)."""
         m, active = self.models[j], self.active[j]
         iterations = 0
         while True:
             sol = m.solve(fetch=("row_dual",))      # z; y is read once, from the last solve
             iterations += sol.iterations
             if sol.status != "optimal" or sol.row_dual is None or self.rows[j].size == self.m:
-                return sol, iterations
+                return sol, iterations, None
             v = self.A @ sol.row_dual
+            slack = v[self.rows[j]] < -self.tolerance
             v[active] = -INF
             bad = np.flatnonzero(v > self.tolerance)
             if bad.size == 0:
-                return sol, iterations
+                return sol, iterations, slack
             bad = bad[np.argsort(-v[bad], kind="stable")[:self.batch]]
             m.add_cols(self.AT[:, bad], np.zeros(bad.size), np.zeros(bad.size), np.full(bad.size, INF))
             self.rows[j] = np.r_[self.rows[j], bad]
+            self.idle[j] = np.r_[self.idle[j], np.zeros(bad.size, dtype=np.int32)]
             active[bad] = True
+
+    def _age(self, j: int, slack: np.ndarray) -> None:
+        """Count the solves each working row of model ``j`` has been strictly slack at the
+        minimiser (``A_r z < -tol``: its column in the dual form has a positive reduced cost,
+        so it is nonbasic and its deletion keeps the basis); rows slack for
+        ``config.working_set_age`` solves in a row leave the model. The working set only shapes the
+        path to the minimiser: a row that is violated again joins again, and the minimiser and
+        bound are over the whole of P whatever the set (module docstring)."""
+        if self.config.working_set_age == 0:
+            return
+        idle = np.where(slack, self.idle[j] + 1, 0).astype(np.int32)
+        out = idle >= self.config.working_set_age
+        if out.sum() < self.batch:               # deletions in batches: each one rebuilds HiGHS's copies
+            self.idle[j] = idle
+            return
+        self.models[j].delete_cols(self.n + np.flatnonzero(out))
+        self.dropped += int(out.sum())
+        self.active[j][self.rows[j][out]] = False
+        self.rows[j] = self.rows[j][~out]
+        self.idle[j] = idle[~out]
 
     def one(self, j: int, w: np.ndarray) -> tuple[float, np.ndarray, int]:
         """Output ``ks[j]`` at ``w = c - lam``: a rigorous bound, the minimiser, the iterations."""
         self.models[j].set_row_bounds(self.cols, -w, self.no_upper)
-        sol, iterations = self._solve_working_set(j)
+        sol, iterations, slack = self._solve_working_set(j)
         if sol.status == "optimal" and sol.row_dual is not None:
             # columns: mu, then the working set in order; y is 0 on the cone rows outside it
             y = np.zeros(self.m)
             y[self.rows[j]] = self.models[j].primal()[self.n:]
+            if slack is not None:
+                self._age(j, slack)
         else:
             sol, y = self._fallback(w)
             iterations += sol.iterations
