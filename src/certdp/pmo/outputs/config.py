@@ -26,7 +26,8 @@ rounds against 23-53, ``results/growing_2000_elastic1000.md``) and at 1,000 (x2:
 rounds against 21; x0.5: Helsinki 15% more CPU seconds), ``master_tolerance`` (x0.5: Sydney
 24 rounds against 21 at 1,000) and ``columns`` (x2: 22% and 34% more CPU seconds on Gold
 Coast and Sydney at 1,000), both also set on grid and Gaussian data, where they moved the
-rounds.
+rounds; ``working_set_age`` (x0.5: 5-12% more CPU seconds on Helsinki, Gold Coast and Sydney
+at 1,000, ``results/sensitivity_1000_age.md``; x2 within the spread).
 """
 
 from __future__ import annotations
