@@ -343,15 +343,18 @@ def growth(runs: list[dict], sizes: list[int], to: tuple[int, ...] = (10000, 200
 
 
 def model_table(paths: list[str], sizes: list[int], a) -> None:
-    """Write the growth model of the runs in the results files ``paths``."""
+    """Write the growth model of the runs in the results files ``paths``; ``FILE#DESIGN`` takes
+    only that design's runs of a file run with ``--baseline`` (``this`` by default, and a file
+    without designs has only ``this``)."""
     import json
 
     runs = []
     for p in paths:
-        saved = json.loads(Path(p).read_text())
-        runs += saved.get("results", saved)["runs"]
+        path, _, design = p.partition("#")
+        saved = json.loads(Path(path).read_text())
+        runs += [r for r in saved.get("results", saved)["runs"] if r.get("design", "this") == (design or "this")]
     rows, notes = growth(runs, sizes)
-    sources = "; ".join(f"`{Path(p).name}`" for p in paths)
+    sources = "; ".join(f"`{Path(p).name}`" for p in paths)   # (a #DESIGN stays in the name)
     write_table(a.name, "How a run of the outputs decomposition grows with N on road networks at growing density",
                 ["part", "unit", "slope in N", *(f"worst at {n:,}" for n in sorted({r['n'] for r in runs if r['n'] in sizes
                                                                                    and r.get('history')})),
@@ -374,8 +377,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tables-from", default=None, metavar="JSON",
                     help="write the tables again from a results file's runs (nothing is solved)")
-    ap.add_argument("--model-from", nargs="+", default=None, metavar="JSON",
-                    help="write the growth model of these results files' runs at --sizes (nothing is solved)")
+    ap.add_argument("--model-from", nargs="+", default=None, metavar="JSON[#DESIGN]",
+                    help="write the growth model of these results files' runs at --sizes (nothing is solved); "
+                         "#DESIGN takes one design's runs of a --baseline file (default: this)")
     ap.add_argument("--networks", nargs="+", default=list(NETWORKS))
     ap.add_argument("--heldout", action="store_true", help="run the held-out networks instead (confirm only)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
