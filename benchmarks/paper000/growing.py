@@ -314,26 +314,32 @@ def growth(runs: list[dict], sizes: list[int], to: tuple[int, ...] = (10000, 200
         worst[(name, unit)] = (b, last)
         rows.append([name, unit, f"{b:.2f}", *w, *(last * (m / fit[-1]) ** b for m in to)])
     ratio = statistics.median(r["seconds"] / r["cpu_seconds"] for r in done)
-    notes = [f"sizes fitted: {', '.join(map(str, at))} (rounds: {', '.join(map(str, whole)) or 'none'}); runs: {len(done)} ({len(cut)} cut by the cap before 1%: "
+    skipped = [r for r in runs if r["n"] in sizes and not r.get("history")]
+    counts = ", ".join(f"{n:,}: {sum(r['n'] == n for r in done)}" for n in at)
+    notes = [f"sizes fitted: {', '.join(map(str, at))} (rounds: {', '.join(map(str, whole)) or 'none'}); runs per size "
+             f"{counts} (a worst of fewer runs sits lower, which flattens a slope); "
+             + ("left out, with no rounds: " + ", ".join(f"{r['network']} {r['n']}" for r in skipped) + "; "
+                if skipped else "")
+             + f"runs: {len(done)} ({len(cut)} cut by the cap before 1%: "
              + (", ".join(f"{r['network']} {r['n']} box {r['box']} at {r['gap']:.2%} after {len(r['history'])} rounds"
                           for r in cut) or "none") + ")",
              f"wall / CPU seconds, median over the runs: {ratio:.2f} (2 cores)"]
     b_r, r_last = worst[("rounds", GROWTH[1][1])]
     b_c, c_last = worst[("a round, every part", "CPU s / round")]
     b_p, p_last = worst[("peak", "MB")]
-    # without two sizes of known rounds, the most rounds any run of the largest size took (a
-    # run cut by the cap included: its rounds are a lower bound on its own) is carried as a
-    # floor, on the assumption that the worst case's rounds do not fall as N grows
+    # without two sizes of known rounds, the most rounds any run took at any size (a run cut
+    # by the cap included: its rounds are a lower bound on its own) is carried as a floor, on
+    # the assumption that the worst case's rounds do not fall as N grows
     floor = len(whole) < 2
     if floor:
-        r_last = max(len(r["history"]) for r in done if r["n"] == at[-1])
+        r_last = max(len(r["history"]) for r in done)
     for m in to:
         rounds = r_last if floor else r_last * (m / whole[-1]) ** b_r
         cpu = c_last * (m / at[-1]) ** b_c
         dense = 8.0 * m * m * (1 + worst[("columns", "in the store at the end, / N")][1]) / 1e9
         least = "at least " if floor else ""
         notes.append(f"{m:,} records, carried by the slopes: {least}{rounds:.0f} rounds"
-                     + (f" (the most of any run at {at[-1]:,}, carried as a floor: no two sizes reached 1% "
+                     + (" (the most of any run at any size, carried as a floor: no two sizes reached 1% "
                         "in every run, and the worst case's rounds are assumed not to fall as N grows)" if floor else "")
                      + f" x {cpu:,.0f} CPU s = {least}{rounds * cpu / 3600:,.1f} CPU h, "
                      f"{least}{rounds * cpu * ratio / 3600:,.1f} h of wall time on 2 cores; "
