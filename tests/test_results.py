@@ -264,7 +264,7 @@ def _power_run(n: int, network: str, a: float, rounds_exp: float, cut: bool) -> 
     h = [{"master_flops": a * n ** 3 * (i + 1) / rounds, "master_cpu": a * n ** 1.5,
           "pricing_iterations": a * n ** 2, "pricing_cpu": a * n ** 2,
           "upper_cpu": a * n if i % 2 else 0.0, "free_master_seconds": 1.0 if i % 2 else 0.0,
-          "pricing_rows": int(a * n * n)}
+          "pricing_rows": int(a * n * n), "free_flops": a * n ** 3}
          for i in range(rounds)]
     h[-1]["master_flops"] = a * n ** 3 * rounds
     return {"network": network, "n": n, "box": 0, "pairs": int(a * n * n), "history": h,

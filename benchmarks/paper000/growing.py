@@ -176,27 +176,38 @@ def _summary(raw: list[dict], gap: float) -> list[list]:
     return rows
 
 
+def _parts(r: dict) -> dict[str, float]:
+    """What a round of run ``r`` costs, per part (a run cut by the cap counts the rounds it
+    finished): CPU seconds of the stabilised master and of pricing per round (pricing's first
+    round apart: it builds the working sets), CPU seconds per upper step, and the counts that do
+    not depend on the machine's load: the dense masters' Gflop (per round, and per upper step
+    for the free master), pricing simplex iterations per round after the first, and the cone
+    rows in the pricing models at the end."""
+    h = r["history"]
+    rounds, later = len(h), h[1:] or h
+    steps = [x for x in h if x.get("free_master_seconds", 0.0) > 0 or x.get("upper_cpu", 0.0) > 0.01]
+    n_steps = max(1, len(steps))
+    return {"pairs": r["pairs"], "rounds": rounds,
+            "master_cpu": sum(x["master_cpu"] for x in h) / rounds, "master_gflop": h[-1]["master_flops"] / 1e9 / rounds,
+            "pricing_cpu_first": h[0]["pricing_cpu"], "pricing_cpu": sum(x["pricing_cpu"] for x in later) / len(later),
+            "pricing_its": sum(x["pricing_iterations"] for x in later) / len(later),
+            "cone_rows": h[-1]["pricing_rows"],
+            "upper_cpu": sum(x["upper_cpu"] for x in steps) / n_steps,
+            "free_gflop": h[-1]["free_flops"] / 1e9 / n_steps, "cpu": r["cpu_seconds"] / rounds,
+            "columns": r["columns"] / r["n"], "peak_mb": r["peak_mb"]}
+
+
 def _per_round(raw: list[dict]) -> list[str]:
-    """What a round costs, per part: CPU seconds of the stabilised master and of pricing per
-    round (pricing's first round apart: it builds the working sets), CPU seconds per upper step,
-    and the counts that do not depend on the machine's load: the dense masters' Gflop (per
-    round, and per upper step for the free master), pricing simplex iterations per round after
-    the first, and the cone rows in the pricing models."""
+    """The table of :func:`_parts`, a row per run."""
     out = ["", "Per round, by part (runs cut by the cap count the rounds they finished):", "",
            "| network | N | design | pairs | rounds | master CPU s / round | master Gflop / round | pricing CPU s "
            "round 1 | pricing CPU s / later round | simplex its / later round | cone rows | upper CPU s / step "
            "| free Gflop / step | peak MB |", "|" + "---|" * 14]
+    keys = ("pairs", "rounds", "master_cpu", "master_gflop", "pricing_cpu_first", "pricing_cpu", "pricing_its",
+            "cone_rows", "upper_cpu", "free_gflop", "peak_mb")
     for r in sorted((r for r in raw if r.get("history")), key=lambda r: (r["n"], r["network"], r["design"])):
-        h = r["history"]
-        rounds, later = len(h), h[1:] or h
-        steps = [x for x in h if x.get("free_master_seconds", 0.0) > 0 or x.get("upper_cpu", 0.0) > 0.01]
-        out.append("| " + " | ".join(_fmt(v) for v in [
-            r["network"], r["n"], r["design"], r["pairs"], rounds,
-            sum(x["master_cpu"] for x in h) / rounds, h[-1]["master_flops"] / 1e9 / rounds, h[0]["pricing_cpu"],
-            sum(x["pricing_cpu"] for x in later) / len(later),
-            sum(x["pricing_iterations"] for x in later) / len(later), h[-1]["pricing_rows"],
-            sum(x["upper_cpu"] for x in steps) / max(1, len(steps)), h[-1]["free_flops"] / 1e9 / max(1, len(steps)),
-            r["peak_mb"]]) + " |")
+        p = _parts(r)
+        out.append("| " + " | ".join(_fmt(v) for v in [r["network"], r["n"], r["design"], *(p[k] for k in keys)]) + " |")
     return out
 
 
@@ -257,20 +268,19 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
                 raw={"load": load, "commit": solved_by, "command": solved_with, "runs": raw}, args=a)
 
 
-#: The quantities of the growth model: name, unit, and how to read it from a run's record.
+#: The quantities of the growth model: name, unit, and its key in :func:`_parts`.
 GROWTH = (
-    ("neighbour pairs", "", lambda r, h, later, steps: r["pairs"]),
-    ("rounds", "to 1% (a run cut by the cap: its rounds, a lower bound)", lambda r, h, later, steps: len(h)),
-    ("stabilised master", "Gflop / round", lambda r, h, later, steps: h[-1]["master_flops"] / 1e9 / len(h)),
-    ("stabilised master", "CPU s / round", lambda r, h, later, steps: sum(x["master_cpu"] for x in h) / len(h)),
-    ("pricing", "simplex its / round after the first",
-     lambda r, h, later, steps: sum(x["pricing_iterations"] for x in later) / len(later)),
-    ("pricing", "CPU s / round after the first", lambda r, h, later, steps: sum(x["pricing_cpu"] for x in later) / len(later)),
-    ("upper step", "CPU s / step", lambda r, h, later, steps: sum(x["upper_cpu"] for x in steps) / max(1, len(steps))),
-    ("a round, every part", "CPU s / round", lambda r, h, later, steps: r["cpu_seconds"] / len(h)),
-    ("pricing", "cone rows in the models at the end", lambda r, h, later, steps: h[-1]["pricing_rows"]),
-    ("columns", "in the store at the end, / N", lambda r, h, later, steps: r["columns"] / r["n"]),
-    ("peak", "MB", lambda r, h, later, steps: r["peak_mb"]),
+    ("neighbour pairs", "", "pairs"),
+    ("rounds", "to 1% (a run cut by the cap: its rounds, a lower bound)", "rounds"),
+    ("stabilised master", "Gflop / round", "master_gflop"),
+    ("stabilised master", "CPU s / round", "master_cpu"),
+    ("pricing", "simplex its / round after the first", "pricing_its"),
+    ("pricing", "CPU s / round after the first", "pricing_cpu"),
+    ("upper step", "CPU s / step", "upper_cpu"),
+    ("a round, every part", "CPU s / round", "cpu"),
+    ("pricing", "cone rows in the models at the end", "cone_rows"),
+    ("columns", "in the store at the end, / N", "columns"),
+    ("peak", "MB", "peak_mb"),
 )
 
 
@@ -294,16 +304,10 @@ def growth(runs: list[dict], sizes: list[int], to: tuple[int, ...] = (10000, 200
     # the rounds to 1% are known only where no run was cut by the cap: the slope is fitted there,
     # and carried from the largest such size (a size with a cut run gives a lower bound only)
     whole = [n for n in at if not any(r["n"] == n for r in cut)]
+    parts = [(r["n"], _parts(r)) for r in done]
     rows, worst = [], {}
-    for name, unit, read in GROWTH:
-        w = []
-        for n in at:
-            vals = []
-            for r in (r for r in done if r["n"] == n):
-                h = r["history"]
-                steps = [x for x in h if x.get("free_master_seconds", 0.0) > 0 or x.get("upper_cpu", 0.0) > 0.01]
-                vals.append(read(r, h, h[1:] or h, steps))
-            w.append(max(vals))
+    for name, unit, key in GROWTH:
+        w = [max(p[key] for m, p in parts if m == n) for n in at]
         fit = whole if name == "rounds" else at
         if len(fit) < 2:
             rows.append([name, unit, "-", *w, "-", "-"])

@@ -131,11 +131,9 @@ class OutputModels:
             if sol.status != "optimal" or sol.row_dual is None or self.rows[j].size == self.m:
                 return sol, iterations, None
             v = self.A @ sol.row_dual
-            slack = v[self.rows[j]] < -self.tolerance
-            v[active] = -INF
-            bad = np.flatnonzero(v > self.tolerance)
+            bad = np.flatnonzero((v > self.tolerance) & ~active)
             if bad.size == 0:
-                return sol, iterations, slack
+                return sol, iterations, v[self.rows[j]] < -self.tolerance
             bad = bad[np.argsort(-v[bad], kind="stable")[:self.batch]]
             m.add_cols(self.AT[:, bad], np.zeros(bad.size), np.zeros(bad.size), np.full(bad.size, INF))
             self.rows[j] = np.r_[self.rows[j], bad]
