@@ -352,17 +352,24 @@ def growth(runs: list[dict], sizes: list[int], to: tuple[int, ...] = (10000, 200
     return rows, notes
 
 
-def model_table(paths: list[str], sizes: list[int], a) -> None:
-    """Write the growth model of the runs in the results files ``paths``; ``FILE#DESIGN`` takes
-    only that design's runs of a file run with ``--baseline`` (``this`` by default, and a file
-    without designs has only ``this``)."""
+def _load_runs(paths: list[str]) -> list[dict]:
+    """The runs of the results files ``paths``; ``FILE#DESIGN`` takes only that design's runs of
+    a file run with ``--baseline`` (``this`` by default, and a file without designs has only
+    ``this``)."""
     import json
 
     runs = []
     for p in paths:
         path, _, design = p.partition("#")
         saved = json.loads(Path(path).read_text())
-        runs += [r for r in saved.get("results", saved)["runs"] if r.get("design", "this") == (design or "this")]
+        runs += [{**r, "source": Path(path).name} for r in saved.get("results", saved)["runs"]
+                 if r.get("design", "this") == (design or "this")]
+    return runs
+
+
+def model_table(paths: list[str], sizes: list[int], a) -> None:
+    """Write the growth model of the runs in the results files ``paths`` (:func:`_load_runs`)."""
+    runs = _load_runs(paths)
     rows, notes = growth(runs, sizes)
     sources = "; ".join(f"`{Path(p).name}`" for p in paths)   # (a #DESIGN stays in the name)
     write_table(a.name, "How a run of the outputs decomposition grows with N on road networks at growing density",
@@ -373,6 +380,55 @@ def model_table(paths: list[str], sizes: list[int], a) -> None:
                        "the worst value at each size is over every network and box of that size; the slope is fitted "
                        "to those worst values, so the carried values are the family's worst case if the growth holds"],
                 raw={"sources": paths, "sizes": sizes, "rows": rows}, args=a)
+
+
+def memory_check(runs: list[dict], k: int = 100) -> tuple[list[list], list[list]]:
+    """The engine's memory estimate (:func:`certdp.pmo.outputs.solve.memory_parts`, what
+    :func:`certdp.solve` checks before a run) against each run's measured peak, and its
+    working-set rule (:func:`~certdp.pmo.outputs.solve.working_set_rows`) against the most cone
+    rows the run's pricing models held; per run, then per size (the least and the largest
+    ratio: below 1 the estimate under-counts)."""
+    from dataclasses import fields
+
+    from certdp.pmo.outputs.config import OutputsConfig
+    from certdp.pmo.outputs.solve import memory_parts, working_set_rows
+
+    known = {f.name for f in fields(OutputsConfig)}
+    rows = []
+    for r in runs:
+        if not r.get("history") or not r.get("peak_mb") or not r.get("pairs"):
+            continue
+        cfg = OutputsConfig(**{f: v for f, v in (r.get("config") or {}).items() if f in known})
+        parts = memory_parts(r["n"], k, r["pairs"], cfg)
+        est, peak = sum(parts.values()) / 1e9, r["peak_mb"] * 2**20 / 1e9
+        held = max(h["pricing_rows"] for h in r["history"])
+        rows.append([r["source"], r["network"], r["n"], r["box"], r.get("design", "this"), 2 * r["pairs"] / r["n"],
+                     peak, est, est / peak, parts["pricing"] / 1e9, held / (k * working_set_rows(r["n"], r["pairs"], cfg))])
+    by_n = []
+    for n in sorted({x[2] for x in rows}):
+        at = [x for x in rows if x[2] == n]
+        by_n.append([n, len(at), min(x[8] for x in at), statistics.median(x[8] for x in at), max(x[8] for x in at),
+                     max(x[10] for x in at)])
+    return rows, by_n
+
+
+def memory_table(paths: list[str], a) -> None:
+    """Write :func:`memory_check` of the runs in the results files ``paths``."""
+    rows, by_n = memory_check(_load_runs(paths))
+    if not rows:
+        raise SystemExit("Error: no run with a peak, pairs and rounds in " + ", ".join(paths))
+    under = [x for x in rows if x[8] < 1]
+    write_table(a.name, "The outputs decomposition's memory estimate against the measured peak of recorded runs",
+                ["results file", "network", "N", "box", "design", "neighbours", "peak GB", "estimate GB",
+                 "estimate / peak", "of it pricing GB", "most cone rows held / the working-set rule"], rows,
+                notes=["estimate: `certdp.pmo.outputs.solve.memory_parts` at K = 100 and the run's configuration, the "
+                       "bytes `certdp.solve` checks against the machine before the run starts (pricing included: "
+                       "every run here priced on this machine); peak: the run's resident peak (with its workers)",
+                       f"runs under-counted (estimate / peak < 1): {len(under)} of {len(rows)}", "",
+                       "| N | runs | least estimate / peak | median | largest | most rows held / the rule, largest |",
+                       "|---|---|---|---|---|---|",
+                       *("| " + " | ".join(_fmt(v) for v in x) + " |" for x in by_n)],
+                raw={"sources": paths, "runs": rows, "by_n": by_n}, args=a)
 
 
 def _fmt(v) -> str:
@@ -390,6 +446,9 @@ def main() -> None:
     ap.add_argument("--model-from", nargs="+", default=None, metavar="JSON[#DESIGN]",
                     help="write the growth model of these results files' runs at --sizes (nothing is solved); "
                          "#DESIGN takes one design's runs of a --baseline file (default: this)")
+    ap.add_argument("--memory-from", nargs="+", default=None, metavar="JSON[#DESIGN]",
+                    help="compare the engine's memory estimate with these results files' measured peaks "
+                         "(nothing is solved)")
     ap.add_argument("--networks", nargs="+", default=list(NETWORKS))
     ap.add_argument("--heldout", action="store_true", help="run the held-out networks instead (confirm only)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
@@ -408,6 +467,9 @@ def main() -> None:
     parse_config(a.config_items)                       # a bad field fails here, before any run
     if a.model_from:
         model_table(a.model_from, a.sizes, a)
+        return
+    if a.memory_from:
+        memory_table(a.memory_from, a)
         return
     if a.tables_from:
         import json

@@ -151,10 +151,10 @@ def memory_limit() -> int:
     return int(total)
 
 
-def fits_in_memory(what: str, n_bytes: float) -> None:
-    """Refuse (ValueError with the estimate) work whose memory would exceed what this process
-    may use, before anything is allocated."""
+def fits_in_memory(what: str, n_bytes: float, hint: str = "use a smaller instance") -> None:
+    """Refuse (ValueError with the estimate and ``hint``) work whose memory would exceed what
+    this process may use, before anything is allocated."""
     limit = memory_limit()
     if n_bytes > limit:
         raise ValueError(f"{what} needs about {n_bytes / 1e9:.3g} GB of memory, more than the "
-                         f"{limit / 1e9:.3g} GB this machine allows; use a smaller instance")
+                         f"{limit / 1e9:.3g} GB this machine allows; {hint}")

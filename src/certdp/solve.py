@@ -32,7 +32,7 @@ from .pmo.benders import INITIAL_CUTS, VARIANTS, BendersConfig, solve_benders
 from .pmo.model import OBJECTIVES
 from .pmo.monolithic import solve_monolithic
 from .pmo.outputs.config import OutputsConfig
-from .pmo.outputs.solve import solve_outputs
+from .pmo.outputs.solve import memory_parts, solve_outputs
 from .pmo.partition import PARTITIONERS
 from .progress import Progress
 from .space import Space
@@ -309,16 +309,22 @@ NO_PROTECTION = 50.0
 guarantee then allows probability ratios above e^50 (about 5e21) between the two records."""
 
 
-def estimate_bytes(space: Space, method: str) -> float:
-    """A coarse estimate of the memory ``method`` needs on ``space`` (its largest arrays and
-    solver models), checked before any solve starts."""
+def estimate_bytes(space: Space, method: str, options: Mapping[str, Any] | None = None) -> float:
+    """A coarse estimate of the memory ``method`` needs on ``space`` in this process and its
+    local workers (its largest arrays and solver models), checked before any solve starts.
+    For 'outputs' it is :func:`certdp.pmo.outputs.solve.memory_parts`; with a Dask
+    ``scheduler`` its pricing models live on that cluster's workers and are not counted here."""
     N, K = space.n_records, space.n_outputs
     E = len(space.neighbor_pairs[0])
+    options = options or {}
     matrices = 8.0 * N * K * 6                     # cost, weighted cost, solution, certified copies
     if method in ("lp", "optmech", "benders"):
         return matrices + 80.0 * (4 * E * K + 2 * N * K)   # HiGHS's copies of the sparse LP
     if method == "outputs":
-        return matrices + 8.0 * N * N * 8 + 80.0 * K * (4 * E + 2 * N)
+        parts = memory_parts(N, K, E, options.get("config"))
+        if options.get("scheduler"):
+            parts.pop("pricing")
+        return sum(parts.values())
     if method in ("constopt", "spanner"):
         return matrices + 8.0 * N * N * 6
     return matrices
@@ -381,8 +387,14 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
     checked = check_options(method, options, space)
     _check_range(space)
     m = METHODS[method]
+    hint = "use a smaller instance"
+    if method == "outputs" and not checked.get("scheduler"):
+        pricing = memory_parts(space.n_records, space.n_outputs, len(space.neighbor_pairs[0]),
+                               checked.get("config"))["pricing"]
+        hint += (f", or price on a Dask cluster (scheduler), whose workers would hold the pricing models' "
+                 f"{pricing / 1e9:.3g} GB of it")
     V.fits_in_memory(f"method {method!r} on {space.n_records:,} records x {space.n_outputs:,} outputs "
-                     f"({len(space.neighbor_pairs[0]):,} protected pairs)", estimate_bytes(space, method))
+                     f"({len(space.neighbor_pairs[0]):,} protected pairs)", estimate_bytes(space, method, checked), hint)
     kwargs = {**m.fixed, **checked}
     if m.reports_progress:
         kwargs["progress"] = progress

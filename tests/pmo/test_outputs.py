@@ -762,3 +762,57 @@ def test_rows_that_leave_the_working_set_change_no_minimum(seed):
             assert np.all((z >= 0) & (z <= 1)) and np.max(A @ z) <= 1e-7 and np.isclose(w @ z, ref, atol=1e-7)
     assert pricer.group.dropped > 0
     assert all(np.array_equal(np.flatnonzero(a), np.sort(r)) for a, r in zip(pricer.group.active, pricer.group.rows))
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(60, 220), st.floats(0.3, 1.5), st.integers(0, 2**16))
+def test_the_pricing_models_hold_no_more_rows_than_the_memory_estimate_counts(n, eta, seed):
+    """The memory estimate counts :func:`working_set_rows` cone rows per pricing model; no round
+    of a run holds more, whatever the density (Gaussian records, eta from sparse to dense)."""
+    from certdp.pmo.outputs.solve import working_set_rows
+
+    space = build_space(gaussian(n, 2, seed=seed), epsilon=1.0, eta=eta, n_outputs=12, cost="distance", seed=seed)
+    res = solve(space, "outputs", gap=1e-2)
+    pairs = len(space.neighbor_pairs[0])
+    held = max(h["pricing_rows"] for h in res.history)
+    assert held <= space.n_outputs * working_set_rows(n, pairs, OutputsConfig())
+
+
+def test_the_memory_estimate_covers_the_peak_of_a_run():
+    """The bytes ``solve`` checks before a run cover what a run on a fresh interpreter holds at
+    its peak (a road-like instance whose pricing working sets start empty)."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, resource; from certdp import build_space, solve; from certdp.datasets import gaussian; "
+            "from certdp.solve import estimate_bytes; "
+            "s = build_space(gaussian(400, 2, seed=5), epsilon=1.0, eta=0.6, n_outputs=40, cost='distance', seed=5); "
+            "r = solve(s, 'outputs', gap=1e-2); "
+            "print(json.dumps({'peak': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "
+            "'estimate': estimate_bytes(s, 'outputs'), 'audited': bool(r.mechanism.verification.passed), "
+            "'rows': max(h['pricing_rows'] for h in r.history)}))")
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                    timeout=600).stdout.strip().splitlines()[-1])
+    assert out["audited"] and out["rows"] > 0
+    assert out["peak"] <= out["estimate"]
+
+
+def test_a_remote_cluster_holds_the_pricing_models_the_local_check_leaves_out(monkeypatch):
+    """Pricing models on a Dask scheduler's workers are not counted against this machine; a
+    run refused here for memory is told that they are the part a cluster would hold."""
+    import certdp._validate as V
+    from certdp.pmo.outputs.solve import memory_parts
+    from certdp.solve import estimate_bytes
+
+    space = build_space(gaussian(120, 2, seed=1), epsilon=1.0, eta=0.8, n_outputs=20, cost="distance", seed=1)
+    here = estimate_bytes(space, "outputs")
+    remote = estimate_bytes(space, "outputs", {"scheduler": "tcp://127.0.0.1:1"})
+    pricing = memory_parts(120, 20, len(space.neighbor_pairs[0]))["pricing"]
+    assert pricing > 0 and here - remote == pytest.approx(pricing)
+    monkeypatch.setattr(V, "memory_limit", lambda: int(remote + pricing / 2))
+    with pytest.raises(ValueError, match="pricing models") as err:
+        solve(space, "outputs")
+    assert "needs about" in str(err.value) and "scheduler" in str(err.value)
+    with pytest.raises(ValueError, match="did not answer"):   # passes the memory check, then finds no scheduler
+        solve(space, "outputs", scheduler="tcp://127.0.0.1:1")

@@ -66,10 +66,50 @@ from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
-from .config import BOX_FLOOR, EXACT_TOLERANCE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
+from .config import BOX_FLOOR, EXACT_TOLERANCE, FREE_COLUMNS, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from .incumbent import Incumbent
 from .master import ColumnMaster, new_columns
 from .pricing import Pricer, cone_rows, make_pricer
+
+
+#: Bytes of the interpreter and its libraries (every 500-record run peaked at 0.24-0.38 GB).
+BASE_BYTES = 0.3e9
+#: Bytes a pricing model holds per cone row of its working set: HiGHS's model, its solver's
+#: copy and its factor (550-960 bytes per row added, measured between the rounds of the Sydney
+#: runs at 2,000 and 5,000 records, ``results/growing_2000.json``, ``growing_5000_age.json``).
+ROW_BYTES = 1000.0
+
+
+def working_set_rows(n: int, pairs: int, config: OutputsConfig) -> float:
+    """The most cone rows one pricing model holds at once: every row of a cone with at most
+    ``working_set_from`` rows per record (it starts with all of them), else ``n`` x the square
+    root of the mean neighbours, capped at every row. The rule is measured, not derived: over
+    the 49 recorded runs of the growing-density family (500-5,000 records, 11-104 neighbours,
+    four networks, rows leaving or not) the largest working set was 0.19-0.99 of it, or every
+    row where the cone starts full (``benchmarks/paper000/memory_estimate.py``)."""
+    rows = 2.0 * pairs                        # both directions of every protected pair
+    if rows <= config.working_set_from * n:
+        return rows
+    return min(rows, n * math.sqrt(rows / max(n, 1)))
+
+
+def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None) -> dict[str, float]:
+    """Bytes the engine may hold at its peak on ``n`` records, ``k`` outputs and ``pairs``
+    protected pairs, by part: the interpreter (``BASE_BYTES``); the dense columns (the store at
+    both masters' column limits, ``columns`` + ``FREE_COLUMNS`` x n, plus the start's tents and
+    path distances) and a dense master's normal matrix and factor, 8 n^2 bytes each; the
+    pricing models (:func:`working_set_rows` x ``ROW_BYTES`` per output), which live in the
+    workers under Dask; certification (four pairs x k arrays); and the n x k matrices. It
+    over-counts the recorded runs by 1.1-3x (the store reaches its limits only in long runs;
+    ``benchmarks/paper000/memory_estimate.py``)."""
+    config = config if config is not None else OutputsConfig()
+    dense = 8.0 * n * n
+    return {"base": BASE_BYTES,
+            "columns": dense * (config.columns + FREE_COLUMNS + 2.0),
+            "master": 2.0 * dense,
+            "pricing": ROW_BYTES * k * working_set_rows(n, pairs, config),
+            "certify": 32.0 * pairs * k,
+            "matrices": 80.0 * n * k}
 
 
 def default_workers() -> int:
