@@ -9,6 +9,11 @@ from __future__ import annotations
 import functools
 import math
 import os
+
+try:
+    import resource
+except ImportError:   # not on Windows: no address-space limit to read
+    resource = None  # type: ignore[assignment]
 from numbers import Integral, Real
 from typing import Any
 
@@ -158,3 +163,26 @@ def fits_in_memory(what: str, n_bytes: float, hint: str = "use a smaller instanc
     if n_bytes > limit:
         raise ValueError(f"{what} needs about {n_bytes / 1e9:.3g} GB of memory, more than the "
                          f"{limit / 1e9:.3g} GB this machine allows; {hint}")
+
+
+def _proc_bytes(path: str, key: str) -> int | None:
+    """The ``key:`` line of a /proc file given in kB, in bytes; None where it cannot be read."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: the memory the kernel reports available, and at
+    most what is left under an address-space limit (``prlimit --as``, ``ulimit -v``)."""
+    reported = _proc_bytes("/proc/meminfo", "MemAvailable")
+    avail = math.inf if reported is None else reported
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0] if resource is not None else -1
+    if resource is not None and soft != resource.RLIM_INFINITY:
+        avail = min(avail, soft - (_proc_bytes("/proc/self/status", "VmSize") or 0))
+    return int(avail) if math.isfinite(avail) else 2**62

@@ -32,7 +32,7 @@ from .pmo.benders import INITIAL_CUTS, VARIANTS, BendersConfig, solve_benders
 from .pmo.model import OBJECTIVES
 from .pmo.monolithic import solve_monolithic
 from .pmo.outputs.config import OutputsConfig
-from .pmo.outputs.solve import memory_parts, solve_outputs
+from .pmo.outputs.solve import default_workers, memory_parts, solve_outputs
 from .pmo.partition import PARTITIONERS
 from .progress import Progress
 from .space import Space
@@ -321,13 +321,24 @@ def estimate_bytes(space: Space, method: str, options: Mapping[str, Any] | None 
     if method in ("lp", "optmech", "benders"):
         return matrices + 80.0 * (4 * E * K + 2 * N * K)   # HiGHS's copies of the sparse LP
     if method == "outputs":
-        parts = memory_parts(N, K, E, options.get("config"))
-        if options.get("scheduler"):
-            parts.pop("pricing")
-        return sum(parts.values())
+        return sum(_outputs_memory(space, options).values())
     if method in ("constopt", "spanner"):
         return matrices + 8.0 * N * N * 6
     return matrices
+
+
+def _outputs_memory(space: Space, options: Mapping[str, Any]) -> dict[str, float]:
+    """:func:`certdp.pmo.outputs.solve.memory_parts` for ``space`` and the checked ``options``:
+    the pricing models left out where a Dask scheduler's workers hold them, and an interpreter
+    counted for each local worker process."""
+    executor, scheduler = options.get("executor"), options.get("scheduler")
+    workers = options.get("workers") or default_workers()
+    local = 0 if scheduler or executor in (None, "threads") else workers
+    parts = memory_parts(space.n_records, space.n_outputs, len(space.neighbor_pairs[0]), options.get("config"),
+                         rounds=options.get("max_iterations", 500), local_workers=local)
+    if scheduler:
+        parts.pop("pricing")
+    return parts
 
 
 def _check_range(space: Space) -> None:
@@ -389,10 +400,10 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
     m = METHODS[method]
     hint = "use a smaller instance"
     if method == "outputs" and not checked.get("scheduler"):
-        pricing = memory_parts(space.n_records, space.n_outputs, len(space.neighbor_pairs[0]),
-                               checked.get("config"))["pricing"]
-        hint += (f", or price on a Dask cluster (scheduler), whose workers would hold the pricing models' "
-                 f"{pricing / 1e9:.3g} GB of it")
+        parts = _outputs_memory(space, checked)
+        if sum(parts.values()) - parts["pricing"] <= V.memory_limit():
+            hint += (f", or price on a Dask cluster (scheduler), whose workers would hold the pricing models' "
+                     f"{parts['pricing'] / 1e9:.3g} GB of it")
     V.fits_in_memory(f"method {method!r} on {space.n_records:,} records x {space.n_outputs:,} outputs "
                      f"({len(space.neighbor_pairs[0]):,} protected pairs)", estimate_bytes(space, method, checked), hint)
     kwargs = {**m.fixed, **checked}

@@ -33,13 +33,13 @@ area for this many users.
 from __future__ import annotations
 
 import math
-import resource
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
+from .. import _validate as V
 from ..datasets.city import DIJKSTRA_CHUNK_BYTES, World, grid_centres, project_km
 from .user import LRGeoParams
 
@@ -166,29 +166,6 @@ def estimate_round(world: World, params: LRGeoParams, users: int, *, pending: in
     return MemoryEstimate(users, world.shape, c, _parts(c, users, pending, rounds))
 
 
-def _proc_bytes(path: str, key: str) -> int | None:
-    """The ``key:`` line of a /proc file given in kB, in bytes; None where it cannot be read."""
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def available_memory() -> int:
-    """Bytes this process may still allocate: the memory the kernel reports available, and at
-    most what is left under an address-space limit (``prlimit --as``, ``ulimit -v``)."""
-    reported = _proc_bytes("/proc/meminfo", "MemAvailable")
-    avail = math.inf if reported is None else reported
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if soft != resource.RLIM_INFINITY:
-        avail = min(avail, soft - (_proc_bytes("/proc/self/status", "VmSize") or 0))
-    return int(avail) if math.isfinite(avail) else 2**62
-
-
 def _largest(fits, lo: int, hi: int) -> int:
     """The largest v in [lo, hi] with fits(v) (fits is monotone), or lo - 1 if none."""
     if not fits(lo):
@@ -205,11 +182,11 @@ def _largest(fits, lo: int, hi: int) -> int:
 def check_round(world: World, params: LRGeoParams, users: int, *, limit: float | None = None, pending: int = 0,
                 what: str = "users") -> MemoryEstimate:
     """The estimate of a round (:func:`estimate_round`) if it fits within ``limit`` bytes
-    (default :func:`available_memory`); otherwise :class:`MemoryLimitError` with the estimate,
+    (default :func:`certdp._validate.available_memory`); otherwise :class:`MemoryLimitError` with the estimate,
     its parts and the largest setting that fits: the most ``what`` (users per round, or
     ``pending`` users held by a server) on this grid, and the largest square grid over the
     same area at this setting."""
-    budget = available_memory() if limit is None else float(limit)
+    budget = V.available_memory() if limit is None else float(limit)
     est = estimate_round(world, params, users, pending=pending)
     if est.total <= budget:
         return est

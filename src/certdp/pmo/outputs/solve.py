@@ -72,43 +72,54 @@ from .master import ColumnMaster, new_columns
 from .pricing import Pricer, cone_rows, make_pricer
 
 
-#: Bytes of the interpreter and its libraries (every 500-record run peaked at 0.24-0.38 GB).
+#: Bytes of an interpreter and its libraries (every 500-record run peaked at 0.24-0.38 GB);
+#: each local worker process (``executor`` 'process', a Dask LocalCluster) has its own.
 BASE_BYTES = 0.3e9
 #: Bytes a pricing model holds per cone row of its working set: HiGHS's model, its solver's
 #: copy and its factor (550-960 bytes per row added, measured between the rounds of the Sydney
 #: runs at 2,000 and 5,000 records, ``results/growing_2000.json``, ``growing_5000_age.json``).
 ROW_BYTES = 1000.0
+#: The working-set rule's multiple of n x sqrt(mean neighbours) (:func:`working_set_rows`).
+WORKING_SET_SHARE = 1.5
 
 
 def working_set_rows(n: int, pairs: int, config: OutputsConfig) -> float:
-    """The most cone rows one pricing model holds at once: every row of a cone with at most
-    ``working_set_from`` rows per record (it starts with all of them), else ``n`` x the square
-    root of the mean neighbours, capped at every row. The rule is measured, not derived: over
-    the 49 recorded runs of the growing-density family (500-5,000 records, 11-104 neighbours,
-    four networks, rows leaving or not) the largest working set was 0.19-0.99 of it, or every
-    row where the cone starts full (``benchmarks/paper000/memory_estimate.py``)."""
+    """The most cone rows one pricing model holds at once, at most every row (``2 pairs``): a
+    cone of at most ``working_set_from`` x n rows starts with all of them (the engine counts
+    the rows left after implied pairs are removed, so any cone may start full up to that
+    size), and otherwise the working set stays below ``WORKING_SET_SHARE`` x n x the square
+    root of the mean neighbours. That part is measured, not derived: the 49 recorded runs of
+    the growing-density family (500-5,000 records, 11-104 neighbours, four road networks)
+    held at most 0.99 of n x sqrt(neighbours), a Gaussian set with every pair protected
+    (400 records) 1.15 (``growing.py --memory-from``, ``results/memory_estimate.md``)."""
     rows = 2.0 * pairs                        # both directions of every protected pair
-    if rows <= config.working_set_from * n:
-        return rows
-    return min(rows, n * math.sqrt(rows / max(n, 1)))
+    grown = WORKING_SET_SHARE * n * math.sqrt(rows / max(n, 1))
+    return min(rows, max(config.working_set_from * n, grown))
 
 
-def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None) -> dict[str, float]:
+def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None, *, rounds: int = 500,
+                 local_workers: int = 0) -> dict[str, float]:
     """Bytes the engine may hold at its peak on ``n`` records, ``k`` outputs and ``pairs``
-    protected pairs, by part: the interpreter (``BASE_BYTES``); the dense columns (the store at
-    both masters' column limits, ``columns`` + ``FREE_COLUMNS`` x n, plus the start's tents and
-    path distances) and a dense master's normal matrix and factor, 8 n^2 bytes each; the
-    pricing models (:func:`working_set_rows` x ``ROW_BYTES`` per output), which live in the
-    workers under Dask; certification (four pairs x k arrays); and the n x k matrices. It
-    over-counts the recorded runs by 1.1-3x (the store reaches its limits only in long runs;
-    ``benchmarks/paper000/memory_estimate.py``)."""
+    protected pairs within ``rounds`` rounds, by part: the interpreters (``BASE_BYTES``, one
+    more per local worker process); the dense columns (the store at both masters' column
+    limits, ``columns`` + ``FREE_COLUMNS`` x n, or the start's 2 n and two passes of k a round
+    if fewer, plus the start's tents and path distances) and a dense master's normal matrix
+    and factor, 8 n^2 bytes each; the pricing models (:func:`working_set_rows` x
+    ``ROW_BYTES`` per output), which live in the workers under Dask; the upper step (its row
+    repair and rebalancing build several pairs x k arrays at once: 80 bytes a pair and
+    output); and the n x k matrices. Over the 49 recorded runs it is 1.1-2.6 times the
+    measured peak (the store reaches its limits only in long runs; ``growing.py
+    --memory-from``). The master's HiGHS fallback, rare, checks its own memory when it runs."""
     config = config if config is not None else OutputsConfig()
+    if not isinstance(config, OutputsConfig):
+        raise TypeError(f"config must be an OutputsConfig, got {type(config).__name__}")
     dense = 8.0 * n * n
-    return {"base": BASE_BYTES,
-            "columns": dense * (config.columns + FREE_COLUMNS + 2.0),
+    stored = min((config.columns + FREE_COLUMNS) * n, 2.0 * n + 2.0 * k * rounds)
+    return {"base": BASE_BYTES * (1 + local_workers),
+            "columns": 8.0 * n * stored + 2.0 * dense,
             "master": 2.0 * dense,
             "pricing": ROW_BYTES * k * working_set_rows(n, pairs, config),
-            "certify": 32.0 * pairs * k,
+            "upper": 80.0 * pairs * k,
             "matrices": 80.0 * n * k}
 
 
@@ -263,6 +274,9 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     ``config`` is the engine's tuning (:class:`~certdp.pmo.outputs.config.OutputsConfig`; its
     defaults when None). Options are checked by :func:`certdp.solve`.
     """
+    if scheduler and executor not in (None, "dask"):
+        raise ValueError(f"a scheduler address prices on that Dask cluster: executor must be 'dask' or left "
+                         f"out with it, got {executor!r}")
     executor = executor or ("dask" if scheduler else "threads")
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)} for the outputs decomposition, "
