@@ -90,8 +90,9 @@ def working_set_rows(n: int, pairs: int, config: OutputsConfig) -> float:
     size), and otherwise the working set stays below ``WORKING_SET_SHARE`` x n x the square
     root of the mean neighbours. That part is measured, not derived: the 49 recorded runs of
     the growing-density family (500-5,000 records, 11-104 neighbours, four road networks)
-    held at most 0.99 of n x sqrt(neighbours), a Gaussian set with every pair protected
-    (400 records) 1.15 (``growing.py --memory-from``, ``results/memory_estimate.md``)."""
+    held at most 0.99 of n x sqrt(neighbours) (``growing.py --memory-from``,
+    ``results/memory_estimate.md``), 400 Gaussian records with every pair protected 1.15; a
+    generator test runs sparse to every-pair cones on Gaussian and grid records."""
     rows = 2.0 * pairs                        # both directions of every protected pair
     grown = WORKING_SET_SHARE * n * math.sqrt(rows / max(n, 1))
     return min(rows, max(config.working_set_from * n, grown))
@@ -107,9 +108,9 @@ def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None
     and factor, 8 n^2 bytes each; the pricing models (:func:`working_set_rows` x
     ``ROW_BYTES`` per output), which live in the workers under Dask; the upper step (its row
     repair and rebalancing build several pairs x k arrays at once: 80 bytes a pair and
-    output); and the n x k matrices. Over the 49 recorded runs it is 1.1-2.6 times the
-    measured peak (the store reaches its limits only in long runs; ``growing.py
-    --memory-from``). The master's HiGHS fallback, rare, checks its own memory when it runs."""
+    output); and the n x k matrices. Over the 49 recorded runs it is 1.6-3.3 times the
+    measured peak (the store reaches its limits only in long runs, and the working-set rule
+    keeps a margin; ``growing.py --memory-from``). The master's HiGHS fallback, rare, checks its own memory when it runs."""
     config = config if config is not None else OutputsConfig()
     if not isinstance(config, OutputsConfig):
         raise TypeError(f"config must be an OutputsConfig, got {type(config).__name__}")
