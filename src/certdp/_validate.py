@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 import math
 import os
+from numbers import Integral, Real
+from typing import Any
 
 try:
     import resource
 except ImportError:   # not on Windows: no address-space limit to read
     resource = None  # type: ignore[assignment]
-from numbers import Integral, Real
-from typing import Any
 
 import numpy as np
 
@@ -182,7 +182,8 @@ def available_memory() -> int:
     most what is left under an address-space limit (``prlimit --as``, ``ulimit -v``)."""
     reported = _proc_bytes("/proc/meminfo", "MemAvailable")
     avail = math.inf if reported is None else reported
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0] if resource is not None else -1
-    if resource is not None and soft != resource.RLIM_INFINITY:
-        avail = min(avail, soft - (_proc_bytes("/proc/self/status", "VmSize") or 0))
+    if resource is not None:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            avail = min(avail, soft - (_proc_bytes("/proc/self/status", "VmSize") or 0))
     return int(avail) if math.isfinite(avail) else 2**62

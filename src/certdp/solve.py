@@ -398,14 +398,14 @@ def solve(space: Space, method: str = "lp", *, progress: Progress | None = None,
     checked = check_options(method, options, space)
     _check_range(space)
     m = METHODS[method]
-    hint = "use a smaller instance"
-    if method == "outputs" and not checked.get("scheduler"):
-        parts = _outputs_memory(space, checked)
-        if sum(parts.values()) - parts["pricing"] <= V.memory_limit():
+    need, hint = estimate_bytes(space, method, checked), "use a smaller instance"
+    if method == "outputs" and not checked.get("scheduler") and need > V.memory_limit():
+        pricing = _outputs_memory(space, checked)["pricing"]
+        if need - pricing <= V.memory_limit():
             hint += (f", or price on a Dask cluster (scheduler), whose workers would hold the pricing models' "
-                     f"{parts['pricing'] / 1e9:.3g} GB of it")
+                     f"{pricing / 1e9:.3g} GB of it")
     V.fits_in_memory(f"method {method!r} on {space.n_records:,} records x {space.n_outputs:,} outputs "
-                     f"({len(space.neighbor_pairs[0]):,} protected pairs)", estimate_bytes(space, method, checked), hint)
+                     f"({len(space.neighbor_pairs[0]):,} protected pairs)", need, hint)
     kwargs = {**m.fixed, **checked}
     if m.reports_progress:
         kwargs["progress"] = progress

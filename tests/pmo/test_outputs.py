@@ -307,19 +307,22 @@ def test_columns_no_dual_in_the_box_can_use_are_left_out_and_the_lp_is_the_same(
     assert len(shapes) == 1                               # no dense solve was needed
 
 
+def _failing_dense_lp(R, g, rhs, slack_costs=None, **kw):
+    """A dense interior-point solve that does not converge: the master falls back to HiGHS."""
+    from certdp.lp.dense import DenseLPResult
+
+    m = R.shape[0]
+    return DenseLPResult(b=np.zeros(R.shape[1]), sp=np.zeros(m), sm=np.zeros(m), y=np.zeros(m),
+                         primal_objective=0.0, dual_objective=0.0, iterations=200, status="iteration_limit",
+                         error=1.0)
+
+
 def test_a_master_the_dense_ipm_cannot_solve_goes_to_highs(case, monkeypatch):
     import certdp.pmo.outputs.master as po
-    from certdp.lp.dense import DenseLPResult
 
     space, optimum = case
 
-    def failing(R, g, rhs, slack_costs=None, **kw):
-        m = R.shape[0]
-        return DenseLPResult(b=np.zeros(R.shape[1]), sp=np.zeros(m), sm=np.zeros(m), y=np.zeros(m),
-                             primal_objective=0.0, dual_objective=0.0, iterations=200, status="iteration_limit",
-                             error=1.0)
-
-    monkeypatch.setattr(po, "solve_dense_lp", failing)
+    monkeypatch.setattr(po, "solve_dense_lp", _failing_dense_lp)
     res = solve_outputs(space, gap=1e-3)
     assert res.stats["master_fallbacks"] > 0
     assert res.status == "optimal" and res.mechanism.verification.passed
@@ -842,17 +845,10 @@ def test_a_master_fallback_that_would_not_fit_is_refused(case, monkeypatch):
     memory available before it builds anything."""
     import certdp._validate as V
     import certdp.pmo.outputs.master as po
-    from certdp.lp.dense import DenseLPResult
 
     space, _ = case
 
-    def failing(R, g, rhs, slack_costs=None, **kw):
-        m = R.shape[0]
-        return DenseLPResult(b=np.zeros(R.shape[1]), sp=np.zeros(m), sm=np.zeros(m), y=np.zeros(m),
-                             primal_objective=0.0, dual_objective=0.0, iterations=200, status="iteration_limit",
-                             error=1.0)
-
-    monkeypatch.setattr(po, "solve_dense_lp", failing)
+    monkeypatch.setattr(po, "solve_dense_lp", _failing_dense_lp)
     monkeypatch.setattr(V, "available_memory", lambda: 1000)
     with pytest.raises(MemoryError, match="HiGHS fallback needs about"):
         solve_outputs(space, gap=1e-3)

@@ -228,10 +228,10 @@ class ColumnMaster:
         # HiGHS holds the dense columns as a sparse LP: about 75 bytes an entry (measured at
         # 800-2,000 records), far above the dense solve's 8; refused rather than let the
         # kernel end the process
-        need = HIGHS_ENTRY_BYTES * m * n
-        if need > V.available_memory():
+        need, free = HIGHS_ENTRY_BYTES * m * n, V.available_memory()
+        if need > free:
             raise MemoryError(f"the outputs master's HiGHS fallback needs about {need / 1e9:.3g} GB for its "
-                              f"{m:,} x {n:,} columns, more than the {V.available_memory() / 1e9:.3g} GB available")
+                              f"{m:,} x {n:,} columns, more than the {free / 1e9:.3g} GB available")
         A = sp.csr_matrix(self.R)
         c = self.cost
         if slack_costs is not None:
