@@ -312,3 +312,29 @@ def test_repair_rows_brings_in_only_the_rows_that_bind():
     assert verify(R, 1.0 + 1e-6, E, d).violations == 0
     np.testing.assert_array_equal(R[5:], Z[5:])
     assert not np.array_equal(R[[0, 4]], Z[[0, 4]])             # the binding rows were re-solved
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40), st.integers(1, 60))
+def test_row_repairs_do_not_depend_on_the_block_of_their_violation_scans(seed, block, batch):
+    """The violation scans of rebalance_rows and repair_rows run in blocks of pairs (their
+    arrays would otherwise be pairs x outputs, several at once): one pair's columns a block, or
+    a few pairs, gives the same matrix as one block holding every pair."""
+    import certdp.pmo.upper as U
+
+    Z, cost, E, d = _cone_matrix(25, 6, 1.1, seed)
+    near = _nearly_stochastic(seed % 50)
+    whole = U.BLOCK
+    out = []
+    for size in (whole, block * 6):
+        U.BLOCK = size
+        try:
+            out.append((U.rebalance_rows(Z, cost, 1.1, E, d, batch=batch),
+                        U.repair_rows(*near, batch=batch)))
+        finally:
+            U.BLOCK = whole
+    (r1, p1), (r2, p2) = out
+    np.testing.assert_allclose(r1, r2, rtol=0, atol=1e-12)
+    assert (p1 is None) == (p2 is None)
+    if p1 is not None:
+        np.testing.assert_allclose(p1, p2, rtol=0, atol=1e-12)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,6 +39,35 @@ def _matrix_cost_edges(matrix: np.ndarray, cost: np.ndarray, edges: np.ndarray
     if Z.ndim != 2 or C.shape != Z.shape:
         raise ValueError(f"matrix and cost must be 2-D of one shape, got {Z.shape} and {C.shape}")
     return Z, C, np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+
+
+BLOCK = 2_000_000
+"""Entries (an mDP pair's direction x a column) per block of the violation scans of
+:func:`rebalance_rows` and :func:`repair_rows`, as in :func:`certdp.certify.certify`: a float
+array of a block is 16 MB, where the whole scan at 10,000 records with 200 neighbours and
+100 columns is 1.6 GB an array, several at once."""
+
+
+def _worst_violations(violation: Callable[[int, int], np.ndarray], rows: int, k: int, added: np.ndarray,
+                      batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (row, column) positions of the at most ``batch`` largest violations above 1e-12 not
+    yet ``added`` (a (rows, k) mask), largest first, scanning the rows in blocks:
+    ``violation(s, e)`` is the (e - s, k) block of rows s to e."""
+    step = max(1, BLOCK // max(k, 1))
+    values, where = np.empty(0), np.empty(0, dtype=np.int64)
+    for s in range(0, rows, step):
+        e = min(rows, s + step)
+        v = violation(s, e)
+        v[added[s:e]] = -1.0
+        flat = np.flatnonzero(v > 1e-12)
+        if flat.size:
+            values, where = np.r_[values, v.flat[flat]], np.r_[where, flat + s * k]
+            if values.size > batch:
+                keep = np.argpartition(-values, batch - 1)[:batch]
+                values, where = values[keep], where[keep]
+    order = np.argsort(-values, kind="stable")
+    p, q = np.unravel_index(where[order], (rows, k))
+    return p.astype(np.int64), q.astype(np.int64)
 
 
 def _lower_along_edges(L: np.ndarray, edges: np.ndarray, weight: np.ndarray,
@@ -176,16 +206,14 @@ def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: 
     if len(E) == 0:
         return Z / np.where(r > 0, r, 1.0)[:, None] + np.where(r > 0, 0.0, 1.0 / k)[:, None]
     I, J = np.r_[E[:, 0], E[:, 1]], np.r_[E[:, 1], E[:, 0]]
-    f = np.exp(float(epsilon) * np.r_[d, d])[:, None]
-    A_i = Z[I] - r[I, None] / k                  # a_i A_i - a_j f (Z[j] - r_j / K) <= (f - 1) / K
-    A_j = -f * (Z[J] - r[J, None] / k)
-    rhs = np.broadcast_to((f - 1.0) / k, A_i.shape)
+    f = np.exp(float(epsilon) * np.r_[d, d])
+    centred = Z - r[:, None] / k                 # a_i (Z[i] - r_i / K) - a_j f (Z[j] - r_j / K) <= (f - 1) / K
     ubar = C.mean(axis=1)
     obj = (C * Z).sum(axis=1) - r * ubar        # cost of Z2 = sum_i ubar_i + sum_i a_i obj_i
     upper = np.where(r > 0, 1.0 / np.where(r > 0, r, 1.0), 0.0)
     lp = HighsLP(obj, sp.csr_matrix((0, n)), np.zeros(0), np.zeros(0), np.zeros(n), upper,
                  solver="simplex", tolerance=1e-9, presolve=False)
-    added = np.zeros(A_i.shape, dtype=bool)
+    added = np.zeros((I.size, k), dtype=bool)
     for _ in range(max_rounds):
         sol = lp.solve()
         if sol.status != "optimal" or sol.x is None:
@@ -193,17 +221,18 @@ def rebalance_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: 
         if cutoff is not None and float(ubar.sum()) + sol.objective >= cutoff:
             return None
         a = np.clip(sol.x, 0.0, upper)
-        v = A_i * a[I, None] + A_j * a[J, None] - rhs
-        v[added] = -1.0
-        bad = np.flatnonzero(v > 1e-12)
-        if bad.size == 0:
+
+        def violation(s: int, e: int, a: np.ndarray = a) -> np.ndarray:
+            i, j, fe = I[s:e], J[s:e], f[s:e, None]
+            return centred[i] * a[i, None] - fe * centred[j] * a[j, None] - (fe - 1.0) / k
+
+        p, q = _worst_violations(violation, I.size, k, added, batch)
+        if p.size == 0:
             return a[:, None] * Z + (1.0 - a * r)[:, None] / k
-        bad = bad[np.argsort(-v.flat[bad])[:batch]]
-        p, q = np.unravel_index(bad, v.shape)
         m = len(p)
-        rows = sp.csr_matrix((np.r_[A_i[p, q], A_j[p, q]], (np.r_[np.arange(m), np.arange(m)], np.r_[I[p], J[p]])),
-                             shape=(m, n))
-        lp.add_rows(rows, np.full(m, -INF), rhs[p, q])
+        rows = sp.csr_matrix((np.r_[centred[I[p], q], -f[p] * centred[J[p], q]],
+                              (np.r_[np.arange(m), np.arange(m)], np.r_[I[p], J[p]])), shape=(m, n))
+        lp.add_rows(rows, np.full(m, -INF), (f[p] - 1.0) / k)
         added[p, q] = True
     return Z
 
@@ -226,14 +255,20 @@ def _bounds_of_free_rows(Z: np.ndarray, inB: np.ndarray, ii: np.ndarray, jj: np.
     pos[B] = np.arange(B.size)
     lo, hi = np.zeros((B.size, k)), np.ones((B.size, k))
     lo_from, hi_from = np.full((B.size, k), -1, dtype=np.int64), np.full((B.size, k), -1, dtype=np.int64)
-    for a_, b_ in ((ii, jj), (jj, ii)):       # bounds from the fixed neighbours
-        cross = inB[a_] & ~inB[b_]
-        p, q, fe = pos[a_[cross]], b_[cross], f[cross][:, None]
-        for bound, origin, value, tighten in ((lo, lo_from, Z[q] / fe, np.maximum),
-                                              (hi, hi_from, Z[q] * fe, np.minimum)):
-            tighten.at(bound, p, value)
-            r, c = np.nonzero(value == bound[p])   # which fixed row attains each bound
-            origin[p[r], c] = q[r]
+    step = max(1, BLOCK // max(k, 1))
+    sides = [(np.flatnonzero(inB[a_] & ~inB[b_]), a_, b_) for a_, b_ in ((ii, jj), (jj, ii))]
+    for with_origin in (False, True):   # every bound first, then the fixed row that attains it
+        for cross, a_, b_ in sides:     # bounds from the fixed neighbours, in blocks of pairs
+            for s in range(0, cross.size, step):
+                c = cross[s:s + step]
+                p, q, fe = pos[a_[c]], b_[c], f[c][:, None]
+                for bound, origin, value, tighten in ((lo, lo_from, Z[q] / fe, np.maximum),
+                                                      (hi, hi_from, Z[q] * fe, np.minimum)):
+                    if not with_origin:
+                        tighten.at(bound, p, value)
+                        continue
+                    r, col = np.nonzero(value == bound[p])
+                    origin[p[r], col] = q[r]
     inner = inB[ii] & inB[jj]
     local = np.c_[pos[ii[inner]], pos[jj[inner]]]
     logf = np.log(f[inner])
@@ -320,13 +355,13 @@ def repair_rows(matrix: np.ndarray, cost: np.ndarray, epsilon: float, edges: np.
         if sol.status != "optimal" or sol.x is None:
             return None
         X = sol.x.reshape(nb, k)
-        v = X[P] - F * X[Q]
-        v[added] = -1.0
-        bad = np.flatnonzero(v > 1e-12)
-        if bad.size == 0:
+
+        def violation(s: int, e: int, X: np.ndarray = X) -> np.ndarray:
+            return X[P[s:e]] - F[s:e] * X[Q[s:e]]
+
+        p, q = _worst_violations(violation, P.size, k, added, batch)
+        if p.size == 0:
             break
-        bad = bad[np.argsort(-v.flat[bad])[:batch]]
-        p, q = np.unravel_index(bad, v.shape)
         added[p, q] = True
         m = p.size
         n_added += m

@@ -66,6 +66,7 @@ from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
+from ..upper import BLOCK as UPPER_BLOCK
 from .config import BOX_FLOOR, EXACT_TOLERANCE, FREE_COLUMNS, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from .incumbent import Incumbent
 from .master import ColumnMaster, new_columns
@@ -106,9 +107,10 @@ def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None
     limits, ``columns`` + ``FREE_COLUMNS`` x n, or the start's 2 n and two passes of k a round
     if fewer, plus the start's tents and path distances) and a dense master's normal matrix
     and factor, 8 n^2 bytes each; the pricing models (:func:`working_set_rows` x
-    ``ROW_BYTES`` per output), which live in the workers under Dask; the upper step (its row
-    repair and rebalancing build several pairs x k arrays at once: 80 bytes a pair and
-    output); and the n x k matrices. Over the 49 recorded runs it is 1.6-3.3 times the
+    ``ROW_BYTES`` per output), which live in the workers under Dask; the upper step (the masks
+    of the mDP rows its row repair and rebalancing have added, a byte a pair, direction and
+    output; 64 bytes a pair; and ten blocks of their violation scans,
+    :data:`certdp.pmo.upper.BLOCK`); and the n x k matrices. Over the 49 recorded runs it is 1.6-3.3 times the
     measured peak (the store reaches its limits only in long runs, and the working-set rule
     keeps a margin; ``growing.py --memory-from``). The master's HiGHS fallback, rare, checks its own memory when it runs."""
     config = config if config is not None else OutputsConfig()
@@ -120,7 +122,7 @@ def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None
             "columns": 8.0 * n * stored + 2.0 * dense,
             "master": 2.0 * dense,
             "pricing": ROW_BYTES * k * working_set_rows(n, pairs, config),
-            "upper": 80.0 * pairs * k,
+            "upper": 2.0 * pairs * k + 64.0 * pairs + 10 * 8.0 * UPPER_BLOCK,
             "matrices": 80.0 * n * k}
 
 
