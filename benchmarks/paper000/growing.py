@@ -66,7 +66,7 @@ def parse_config(items: list[str]):
 
 
 def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str, config_items: list[str], conn,
-           src: str | None = None, rounds: int = 500) -> None:
+           src: str | None = None, rounds: int = 500, scheduler: str | None = None) -> None:
     end_with_parent()
     import resource
     import sys
@@ -85,14 +85,15 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
     from .scale import _TreeMemory
 
     try:
-        tree = _TreeMemory() if executor != "threads" else None
+        tree = _TreeMemory(_worker_pids(scheduler)) if executor != "threads" else None
         t0 = time.perf_counter()
         space = growing(network, n, box)
         build = time.perf_counter() - t0
         i, _ = space.neighbor_pairs
         cpu0 = time.process_time()
+        options: dict[str, Any] = {"scheduler": scheduler} if scheduler else {}
         res = solve(space, "outputs", gap=gap, time_limit=cap, executor=executor, config=config,
-                    max_iterations=rounds)
+                    max_iterations=rounds, **options)
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         h = res.history
         out = {"status": res.status, "rounds": res.iterations, "seconds": res.timings["total"],
@@ -117,8 +118,19 @@ def _child(network: str, n: int, box: int, cap: float, gap: float, executor: str
         conn.send({"status": f"error: {type(exc).__name__}: {exc}"})
 
 
+def _worker_pids(scheduler: str | None) -> tuple[int, ...]:
+    """The process ids of the workers of the Dask cluster at ``scheduler`` (started apart on
+    this machine), so that their memory counts in the run's peak; none without one."""
+    if not scheduler:
+        return ()
+    from distributed import Client
+
+    with Client(scheduler, timeout=30) as client:
+        return tuple(int(p) for p in client.run(os.getpid).values())
+
+
 def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config_items: list[str], jobs: int,
-            rounds: int = 500):
+            rounds: int = 500, scheduler: str | None = None):
     """Yield each run's record as it ends, ``jobs`` solves at a time (one process each); a key
     is ``(network, N, box, design, src)``."""
     import multiprocessing as mp
@@ -134,7 +146,7 @@ def run_all(keys: list[tuple], cap: float, gap: float, executor: str, config_ite
             print(f"{network} N={n} box {box} {design} ...", flush=True)
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_child, args=(network, n, box, cap, gap, executor, config_items, send, src,
-                                                    rounds))
+                                                    rounds, scheduler))
             proc.start()
             send.close()   # the child holds the only writing end: its death reads as the end of the pipe
             live[recv] = (proc, network, n, box, design, time.monotonic())
@@ -249,6 +261,7 @@ def table(raw: list[dict], a, load: list[tuple[float, float, float]], started: s
              f"{', '.join(f'{x:.2f}' for x in load[0])}" + (f", at the end {', '.join(f'{x:.2f}' for x in load[-1])}"
                                                             if len(load) > 1 else ""),
              f"cap {a.cap:g} s per solve; stop at a {a.gap:g} certified gap; pricing on {a.executor}"
+             + (f" (the cluster at {a.scheduler}, started apart)" if a.scheduler else "")
              + ("" if a.executor == "threads" else " (peak MB: the solving process and its workers together)"),
              "CPU s: the solving process's CPU seconds (all its threads and child processes); master / pricing / "
              "upper CPU s: per part of the rounds; Gflop: the dense masters' work, (rows^2 x columns + rows^3 / 3) "
@@ -457,6 +470,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=500, help="round limit (the same work for every design)")
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--executor", default="threads", choices=["threads", "process", "dask"])
+    ap.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="price on the Dask cluster at ADDRESS (implies --executor dask; its workers' memory counts "
+                         "in the peak, so they must run on this machine)")
     ap.add_argument("--jobs", type=int, default=1, help="solves side by side (one process each)")
     ap.add_argument("--name", default="growing")
     ap.add_argument("--baseline", default=None, metavar="SRC",
@@ -464,6 +480,8 @@ def main() -> None:
     ap.add_argument("--config", dest="config_items", nargs="*", default=[], metavar="KEY=VALUE",
                     help="OutputsConfig fields to change")
     a = output_args(ap).parse_args()
+    if a.scheduler:
+        a.executor = "dask"
     parse_config(a.config_items)                       # a bad field fails here, before any run
     if a.model_from:
         model_table(a.model_from, a.sizes, a)
@@ -488,7 +506,7 @@ def main() -> None:
     raw: list[dict] = []
     designs = [("this", None)] + ([("baseline", str(Path(a.baseline).resolve()))] if a.baseline else [])
     keys = [(network, n, box, *d) for n in a.sizes for network in networks for box in a.boxes for d in designs]
-    for r in run_all(keys, a.cap, a.gap, a.executor, a.config_items, a.jobs, a.rounds):
+    for r in run_all(keys, a.cap, a.gap, a.executor, a.config_items, a.jobs, a.rounds, a.scheduler):
         raw.append(r)
         print(r["network"], r["n"], r["box"], {k: r.get(k) for k in ("status", "rounds", "seconds", "cpu_seconds",
                                                                     "gap", "peak_mb")}, flush=True)

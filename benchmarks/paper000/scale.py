@@ -33,15 +33,17 @@ def _round_line(event) -> None:
 
 class _TreeMemory:
     """The largest resident set of this process and all its descendants together (the pricing
-    workers of ``--executor process`` or ``dask`` live in other processes), sampled every
+    workers of ``--executor process`` or ``dask`` live in other processes), and of
+    ``extra_pids`` (the workers of a Dask cluster started apart on this machine), sampled every
     half second on a thread; shared pages count once per process, so it errs high."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra_pids: tuple[int, ...] = ()) -> None:
         import threading
 
         import psutil   # installed with the distributed extra, which the other executors need
 
         self.me = psutil.Process()
+        self.extra = [psutil.Process(pid) for pid in extra_pids]   # a cluster's workers on this machine
         self.peak = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -50,7 +52,7 @@ class _TreeMemory:
     def _run(self) -> None:
         while not self.stop.wait(0.5):
             total = 0
-            for p in [self.me, *self.me.children(recursive=True)]:
+            for p in [self.me, *self.me.children(recursive=True), *self.extra]:
                 try:
                     total += p.memory_info().rss
                 except Exception:   # a process that ended between the listing and the read
