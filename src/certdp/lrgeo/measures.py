@@ -267,10 +267,8 @@ def measure_round(rnd: "LRGeoRound", *, lower_bound: bool = True) -> dict[str, A
     Theorem 4.7 and the approximation ratio, Geo-Ind violations across users (Eq. 34-35), and
     what the server can infer from the uploads (section 4.7).
 
-    ``lower_bound=False`` leaves the bound and the ratios out (None): with gamma = inf
-    (LR-Geo-F) and eps x cell near 1, the relaxed problem's LP keeps a row for every ordered
-    pair of LR rows and every column (990,000 at 100 LR rows and K = 100) and takes minutes
-    per user."""
+    ``lower_bound=False`` leaves the bound and the ratios out (None), for a caller that reports
+    costs only (each user's bound is a solve of its own: 1-8 s at K = 100-400)."""
     world, params, us, mechs, info, server = rnd.world, rnd.params, rnd.users, rnd.mechanisms, rnd.info, rnd.server
     rep: dict[str, Any] = {"world": world.describe(), "users": len(us), "method": info.method,
                            "status": info.status, "message": info.message, "lp_upper_bound": info.upper_bound,
