@@ -319,22 +319,32 @@ def test_repair_rows_brings_in_only_the_rows_that_bind():
 def test_row_repairs_do_not_depend_on_the_block_of_their_violation_scans(seed, block, batch):
     """The violation scans of rebalance_rows and repair_rows run in blocks of pairs (their
     arrays would otherwise be pairs x outputs, several at once): one pair's columns a block, or
-    a few pairs, gives the same matrix as one block holding every pair."""
+    a few pairs, gives the same matrix as one block holding every pair, also where violations
+    tie and the LP is degenerate (every output costing the same: the rows chosen decide which
+    of its optima comes out)."""
     import certdp.pmo.upper as U
 
     Z, cost, E, d = _cone_matrix(25, 6, 1.1, seed)
-    near = _nearly_stochastic(seed % 50)
+    Zn, cost_n, eps_n, En, dn = _nearly_stochastic(seed % 50)
     whole = U.BLOCK
     out = []
     for size in (whole, block * 6):
         U.BLOCK = size
         try:
-            out.append((U.rebalance_rows(Z, cost, 1.1, E, d, batch=batch),
-                        U.repair_rows(*near, batch=batch)))
+            out.append([U.rebalance_rows(Z, cost, 1.1, E, d, batch=batch),
+                        U.repair_rows(Zn, cost_n, eps_n, En, dn, batch=batch),
+                        U.repair_rows(Zn, np.ones_like(cost_n), eps_n, En, dn, batch=batch)])
         finally:
             U.BLOCK = whole
-    (r1, p1), (r2, p2) = out
-    np.testing.assert_allclose(r1, r2, rtol=0, atol=1e-12)
-    assert (p1 is None) == (p2 is None)
-    if p1 is not None:
-        np.testing.assert_allclose(p1, p2, rtol=0, atol=1e-12)
+    for a, b in zip(*out):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+
+
+def test_row_repairs_refuse_an_empty_batch():
+    import certdp.pmo.upper as U
+
+    Z, cost, E, d = _cone_matrix(8, 3, 1.1, 0)
+    with pytest.raises(ValueError, match="batch"):
+        U.rebalance_rows(Z, cost, 1.1, E, d, batch=0)

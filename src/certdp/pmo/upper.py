@@ -51,8 +51,12 @@ array of a block is 16 MB, where the whole scan at 10,000 records with 200 neigh
 def _worst_violations(violation: Callable[[int, int], np.ndarray], rows: int, k: int, added: np.ndarray,
                       batch: int) -> tuple[np.ndarray, np.ndarray]:
     """The (row, column) positions of the at most ``batch`` largest violations above 1e-12 not
-    yet ``added`` (a (rows, k) mask), largest first, scanning the rows in blocks:
-    ``violation(s, e)`` is the (e - s, k) block of rows s to e."""
+    yet ``added`` (a (rows, k) mask), largest first and ties by position, scanning the rows in
+    blocks: ``violation(s, e)`` is the (e - s, k) block of rows s to e. Ties are broken by
+    position so that the rows chosen, and so the LP's result where it is degenerate, do not
+    depend on the block."""
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
     step = max(1, BLOCK // max(k, 1))
     values, where = np.empty(0), np.empty(0, dtype=np.int64)
     for s in range(0, rows, step):
@@ -62,11 +66,9 @@ def _worst_violations(violation: Callable[[int, int], np.ndarray], rows: int, k:
         flat = np.flatnonzero(v > 1e-12)
         if flat.size:
             values, where = np.r_[values, v.flat[flat]], np.r_[where, flat + s * k]
-            if values.size > batch:
-                keep = np.argpartition(-values, batch - 1)[:batch]
-                values, where = values[keep], where[keep]
-    order = np.argsort(-values, kind="stable")
-    p, q = np.unravel_index(where[order], (rows, k))
+            keep = np.lexsort((where, -values))[:batch]
+            values, where = values[keep], where[keep]
+    p, q = np.unravel_index(where, (rows, k))
     return p.astype(np.int64), q.astype(np.int64)
 
 
