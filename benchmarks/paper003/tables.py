@@ -365,7 +365,7 @@ def part_relaxed(a) -> None:
                 D, c = u.D_NV[:, u.lr], u.lower_bound_costs(cbar)
                 space, constant = relaxed_space(D, P.gamma, P.epsilon, c)
                 t0 = time.perf_counter()
-                lb = relaxed_lower_bound(D, P.gamma, P.epsilon, c)
+                lb, _ = relaxed_lower_bound(D, P.gamma, P.epsilon, c)
                 ours = time.perf_counter() - t0
                 base, status, secs = (None, "flat", 0.0) if space is None else \
                     _relaxed_by_monolithic_lp(space, constant, a.cap)
