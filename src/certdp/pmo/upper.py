@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, dijkstra
 
-from ..audit import checked_mdp_inputs
+from ..audit import BLOCK, checked_mdp_inputs
 from ..lp.highs import INF, HighsLP
 
 
@@ -41,18 +41,12 @@ def _matrix_cost_edges(matrix: np.ndarray, cost: np.ndarray, edges: np.ndarray
     return Z, C, np.asarray(edges, dtype=np.int64).reshape(-1, 2)
 
 
-BLOCK = 2_000_000
-"""Entries (an mDP pair's direction x a column) per block of the violation scans of
-:func:`rebalance_rows` and :func:`repair_rows`, as in :func:`certdp.certify.certify`: a float
-array of a block is 16 MB, where the whole scan at 10,000 records with 200 neighbours and
-100 columns is 1.6 GB an array, several at once."""
-
-
 def _worst_violations(violation: Callable[[int, int], np.ndarray], rows: int, k: int, added: np.ndarray,
                       batch: int) -> tuple[np.ndarray, np.ndarray]:
     """The (row, column) positions of the at most ``batch`` largest violations above 1e-12 not
     yet ``added`` (a (rows, k) mask), largest first and ties by position, scanning the rows in
-    blocks: ``violation(s, e)`` is the (e - s, k) block of rows s to e. Ties are broken by
+    blocks of :data:`certdp.audit.BLOCK` entries (several such arrays at once over every pair
+    would be gigabytes): ``violation(s, e)`` is the (e - s, k) block of rows s to e. Ties are broken by
     position so that the rows chosen, and so the LP's result where it is degenerate, do not
     depend on the block."""
     if batch < 1:

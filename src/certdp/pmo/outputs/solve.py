@@ -58,6 +58,7 @@ except ImportError:   # not on Windows: the rounds then record no peak memory
 
 import numpy as np
 
+from ...audit import BLOCK
 from ...graph import MDPGraph
 from ...lp.dense import ColumnStore, single_threaded_blas
 from ...lp.executors import EXECUTORS, start_worker_server
@@ -66,7 +67,6 @@ from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
 from ..model import MAX_LOG_RATIO
-from ..upper import BLOCK as UPPER_BLOCK
 from .config import BOX_FLOOR, EXACT_TOLERANCE, FREE_COLUMNS, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from .incumbent import Incumbent
 from .master import ColumnMaster, new_columns
@@ -110,9 +110,10 @@ def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None
     ``ROW_BYTES`` per output), which live in the workers under Dask; the upper step (the masks
     of the mDP rows its row repair and rebalancing have added, a byte a pair, direction and
     output; 64 bytes a pair; and ten blocks of their violation scans,
-    :data:`certdp.pmo.upper.BLOCK`); and the n x k matrices. Over the 49 recorded runs it is 1.6-3.3 times the
-    measured peak (the store reaches its limits only in long runs, and the working-set rule
-    keeps a margin; ``growing.py --memory-from``). The master's HiGHS fallback, rare, checks its own memory when it runs."""
+    :data:`certdp.audit.BLOCK`); and the n x k matrices. Over the 49 recorded runs it is
+    1.4-3.8 times the measured peak (the store reaches its limits only in long runs, and the
+    working-set rule keeps a margin; ``growing.py --memory-from``). The master's HiGHS
+    fallback, rare, checks its own memory when it runs."""
     config = config if config is not None else OutputsConfig()
     if not isinstance(config, OutputsConfig):
         raise TypeError(f"config must be an OutputsConfig, got {type(config).__name__}")
@@ -122,7 +123,7 @@ def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None
             "columns": 8.0 * n * stored + 2.0 * dense,
             "master": 2.0 * dense,
             "pricing": ROW_BYTES * k * working_set_rows(n, pairs, config),
-            "upper": 2.0 * pairs * k + 64.0 * pairs + 10 * 8.0 * UPPER_BLOCK,
+            "upper": 2.0 * pairs * k + 64.0 * pairs + 10 * 8.0 * BLOCK,
             "matrices": 80.0 * n * k}
 
 
