@@ -15,6 +15,7 @@ from certdp.datasets import gaussian, grid
 from certdp.graph import MDPGraph
 from certdp.pmo.outputs.config import EXACT_TOLERANCE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from certdp.pmo.outputs.pricing import ThreadPricer, cone_rows
+from certdp.pmo.outputs import solve as osolve
 from certdp.pmo.outputs.solve import PricingLoop, solve_outputs
 
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
@@ -69,6 +70,47 @@ def test_a_time_limit_still_returns_a_certified_mechanism_with_its_true_gap(case
     assert res.upper_bound >= optimum * (1 - 1e-7)
     assert res.lower_bound <= optimum * (1 + 1e-7) + 1e-12
     assert np.isclose(res.gap, (res.upper_bound - res.lower_bound) / res.upper_bound)
+
+
+class _Clock:
+    """``time`` for the outputs engine: ``step`` seconds pass at every ``perf_counter`` reading,
+    so a time limit falls after a fixed number of readings, whatever the machine."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+    def process_time(self) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize("elapsed, round_s, upper_s, limit, last", [
+    (10, 5, 5, None, False), (10, 5, 4, 20, False), (10, 5, 5, 20, True), (19, 0.5, 0, 20, False),
+    (30, 1, 1, 20, True)])
+def test_the_last_round_is_the_one_after_which_a_round_and_an_upper_step_would_not_fit(
+        elapsed, round_s, upper_s, limit, last):
+    assert osolve._last_round(elapsed, round_s, upper_s, limit) is last
+
+
+def test_a_capped_run_takes_an_upper_step_in_its_last_round(case, monkeypatch):
+    space, optimum = case
+    config = OutputsConfig(upper_every=50)     # no scheduled upper step after round 1's
+    free: list = []
+    solve_outputs(space, gap=1e-9, max_iterations=8, config=config, progress=lambda e: free.append(e.record))
+    monkeypatch.setattr(osolve, "time", _Clock(1.0))
+    hist: list = []
+    res = solve_outputs(space, gap=1e-9, time_limit=40, config=config, progress=lambda e: hist.append(e.record))
+    hist, free = [h for h in hist if "upper_step" in h], [h for h in free if "upper_step" in h]
+    assert res.status == "time_limit" and 2 < len(hist) < len(free)
+    assert [h["upper_step"] for h in hist] == [True] + [False] * (len(hist) - 2) + [True]
+    assert [h["upper_step"] for h in free] == [True] + [False] * (len(free) - 1)
+    # the last step prices the run's last columns: never worse, and better here
+    assert hist[-1]["upper_bound"] < hist[-2]["upper_bound"]
+    assert res.upper_bound == pytest.approx(hist[-1]["upper_bound"], rel=1e-12)
+    assert res.mechanism.verification.passed and res.lower_bound <= optimum * (1 + 1e-7) + 1e-12
 
 
 def test_the_result_does_not_depend_on_the_pricing_threads(case):
