@@ -104,13 +104,28 @@ def test_a_capped_run_takes_an_upper_step_in_its_last_round(case, monkeypatch):
     hist: list = []
     res = solve_outputs(space, gap=1e-9, time_limit=40, config=config, progress=lambda e: hist.append(e.record))
     hist, free = [h for h in hist if "upper_step" in h], [h for h in free if "upper_step" in h]
-    assert res.status == "time_limit" and 2 < len(hist) < len(free)
+    assert res.status == "time_limit" and UPPER_NEAR < len(hist) < len(free)
     assert [h["upper_step"] for h in hist] == [True] + [False] * (len(hist) - 2) + [True]
     assert [h["upper_step"] for h in free] == [True] + [False] * (len(free) - 1)
+    assert hist[-1]["elapsed"] <= 40                 # it ends within the cap, not past it
     # the last step prices the run's last columns: never worse, and better here
     assert hist[-1]["upper_bound"] < hist[-2]["upper_bound"]
     assert res.upper_bound == pytest.approx(hist[-1]["upper_bound"], rel=1e-12)
     assert res.mechanism.verification.passed and res.lower_bound <= optimum * (1 + 1e-7) + 1e-12
+
+
+def test_a_step_fewer_than_upper_near_rounds_back_is_not_repeated_at_the_cap(case, monkeypatch):
+    space, _ = case
+    monkeypatch.setattr(osolve, "time", _Clock(1.0))
+    hist: list = []
+    res = solve_outputs(space, gap=1e-9, time_limit=40, config=OutputsConfig(upper_every=4),
+                        progress=lambda e: hist.append(e.record))
+    steps = [h["iteration"] for h in hist if h.get("upper_step")]
+    rounds = [h for h in hist if "upper_step" in h]
+    # the scheduled step of round 5 leaves no room for another round and step; the rounds
+    # after it are too close to it for a step of their own and run on to the cap
+    assert res.status == "time_limit" and steps == [1, 5] and len(rounds) > 5
+    assert rounds[-2]["elapsed"] < 40 <= rounds[-1]["elapsed"]
 
 
 def test_the_result_does_not_depend_on_the_pricing_threads(case):

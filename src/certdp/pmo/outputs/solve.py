@@ -267,11 +267,12 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
     """Solve PMO by the decomposition over outputs and return a certified mechanism.
 
     Stops at the relative ``gap`` between the certified cost and the rigorous lower bound, at
-    ``max_iterations`` rounds, or at ``time_limit`` seconds: the run ends after the round
-    past which another round and an upper step would not fit in the time left, and that round
-    takes an upper step (if the lower bound moved since the last one), so a capped run returns
-    the upper bound of its last columns, not of its last scheduled step. The result is always
-    the best certified matrix found, with its true gap. ``workers`` threads
+    ``max_iterations`` rounds, or at ``time_limit`` seconds: once another round and an upper
+    step would not fit in the time left, the next round that can take an upper step (the
+    lower bound moved since the last one, at least ``UPPER_NEAR`` rounds back) takes it and
+    ends the run, so a capped run returns the upper bound of its last columns, not of its last
+    scheduled step; if none can, the run ends at the first round past ``time_limit``. The
+    result is always the best certified matrix found, with its true gap. ``workers`` threads
     run the pricing LPs (default: one per core); the result does not depend on it.
     ``executor='process'`` runs them on ``workers`` local processes instead
     (:class:`~certdp.pmo.outputs.pricing.ProcessPricer`), ``executor='dask'`` on a Dask
@@ -382,8 +383,12 @@ def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: floa
         free_before = up.seconds["free"]
         now = time.perf_counter()
         last = _last_round(now - t_start, now - t_round, upper_seconds, time_limit)
-        stepped = (last and loop.lb > lb_at_upper) or _upper_due(it, it_upper, lb_at_upper, value, tol, loop.lb,
-                                                                  up.ub, gap, cfg)
+        # the last round's step pays only if the columns moved the lower bound since the last
+        # step and that step is UPPER_NEAR rounds back (Helsinki at 2,000 records: a step one
+        # round after the one before took the rounds of the next scheduled step and bettered
+        # the upper bound by 0.03%); else the rounds go on to the limit, as without a cap
+        final = last and loop.lb > lb_at_upper and it - it_upper >= UPPER_NEAR
+        stepped = final or _upper_due(it, it_upper, lb_at_upper, value, tol, loop.lb, up.ub, gap, cfg)
         if stepped:
             it_upper, lb_at_upper = it, loop.lb
             up.step(lam, loop.delta, master, b, slack, loop.lb)
@@ -405,7 +410,7 @@ def _rounds(loop: PricingLoop, gap: float, max_iterations: int, time_limit: floa
         report(progress, "round", bounds_line("round", rec, "columns", "columns"), rec)
         if g <= gap:
             return Status.OPTIMAL, it
-        if last or (time_limit is not None and time.perf_counter() - t_start >= time_limit):
+        if (last and stepped) or (time_limit is not None and time.perf_counter() - t_start >= time_limit):
             return Status.TIME_LIMIT, it
         if cols.shape[1] > 0:
             # above the column limit, prune those idle at the master's weights for two rounds
