@@ -225,17 +225,20 @@ def _per_round(raw: list[dict]) -> list[str]:
 
 def _ratios(raw: list[dict]) -> list[str]:
     """This design against the baseline on each instance both finished: CPU seconds, peak
-    memory and rounds as ratios (this / baseline)."""
+    memory and rounds as ratios (this / baseline), and each one's wall seconds and gap (a
+    capped run may end past its cap by a round and an upper step)."""
     done = {(r["network"], r["n"], r["box"], r["design"]): r for r in raw if "seconds" in r}
     pairs = [(k[:3], r, done[(*k[:3], "baseline")]) for k, r in done.items()
              if k[3] == "this" and (*k[:3], "baseline") in done]
     if not pairs:
         return []
     out = ["", "This design against the baseline, same instances, same run (ratios this / baseline):", "",
-           "| network | N | box | CPU s | peak MB | rounds | gap (this, baseline) |", "|---|---|---|---|---|---|---|"]
+           "| network | N | box | CPU s | peak MB | rounds | seconds (this, baseline) | gap (this, baseline) |",
+           "|---|---|---|---|---|---|---|---|"]
     for k, r, b in sorted(pairs, key=lambda p: (p[0][1], p[0][0], p[0][2])):
         out.append(f"| {k[0]} | {k[1]} | {k[2]} | {r['cpu_seconds'] / b['cpu_seconds']:.3f} | "
-                   f"{r['peak_mb'] / b['peak_mb']:.3f} | {r['rounds']} / {b['rounds']} | {r['gap']:.4f}, {b['gap']:.4f} |")
+                   f"{r['peak_mb'] / b['peak_mb']:.3f} | {r['rounds']} / {b['rounds']} | "
+                   f"{r['seconds']:.1f}, {b['seconds']:.1f} | {r['gap']:.4f}, {b['gap']:.4f} |")
     return out
 
 
