@@ -54,7 +54,7 @@ import certdp
 from certdp.datasets.city import grid_city, helsinki, load_world
 from certdp.experiments.instances import data_dir
 from certdp.experiments.lrgeo import run_baseline
-from certdp.lrgeo.measures import RELAXED_GAP, measure_round, relaxed_lower_bound, relaxed_space
+from certdp.lrgeo.measures import RELAXED_GAP, measure_round, relaxed_bounds, relaxed_space
 from certdp.lrgeo.protocol import run_round
 from certdp.lrgeo.table import build_table
 from certdp.lrgeo.user import LRGeoParams
@@ -349,7 +349,7 @@ def _relaxed_by_monolithic_lp(space, constant: float, cap: float) -> tuple[float
 
 def part_relaxed(a) -> None:
     """Theorem 4.7's relaxed lower bound (Figure 10's denominator), each user's, by the
-    decomposition over outputs (``relaxed_lower_bound``) against monolithic HiGHS on the same
+    decomposition over outputs (``relaxed_bounds``) against monolithic HiGHS on the same
     LP (``--cap`` seconds each), over ``--K`` and ``--Gamma-km``; the worst case and the median
     over users and instances below the table."""
     rows: list[list[Any]] = []
@@ -365,7 +365,7 @@ def part_relaxed(a) -> None:
                 D, c = u.D_NV[:, u.lr], u.lower_bound_costs(cbar)
                 space, constant = relaxed_space(D, P.gamma, P.epsilon, c)
                 t0 = time.perf_counter()
-                lb, _ = relaxed_lower_bound(D, P.gamma, P.epsilon, c)
+                lb, _ = relaxed_bounds(D, P.gamma, P.epsilon, c)
                 ours = time.perf_counter() - t0
                 base, status, secs = (None, "flat", 0.0) if space is None else \
                     _relaxed_by_monolithic_lp(space, constant, a.cap)

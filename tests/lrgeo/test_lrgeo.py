@@ -17,7 +17,7 @@ from certdp.audit import verify
 from certdp.cli import main
 from certdp.datasets.city import grid_city, helsinki, load_world
 from certdp.experiments.lrgeo import world_space
-from certdp.lrgeo.measures import (column_inference, measure_round, relaxed_lower_bound, violation_bounds,
+from certdp.lrgeo.measures import (column_inference, measure_round, relaxed_bounds, violation_bounds,
                                    violations)
 from certdp.lrgeo.memory import MemoryLimitError, estimate_round
 from certdp.lrgeo.messages import ObfuscationRequest, ObfuscationResponse, ProtocolError, TableRequest, TableResponse
@@ -231,7 +231,7 @@ def test_lower_bound_is_below_the_optimal_geo_ind_mechanism(params):
     full = solve(world_space(w, P)).mechanism.matrix
     cbar = w.expected_cost
     for u in users:
-        lb, _ = relaxed_lower_bound(u.D_NV[:, u.lr], P.gamma, P.epsilon, u.lower_bound_costs(cbar))
+        lb, _ = relaxed_bounds(u.D_NV[:, u.lr], P.gamma, P.epsilon, u.lower_bound_costs(cbar))
         opt_rows = float(np.mean(np.sum(cbar[u.lr] * full[u.lr], axis=1)))
         assert 0 < lb <= opt_rows + 1e-9
 
@@ -362,9 +362,9 @@ def test_relaxed_lower_bound_survives_ratios_beyond_floats_reach():
     out (a relaxation), so the bound stays valid instead of HiGHS calling the LP infeasible."""
     D = np.array([[0.0, 3.6, 7.2], [3.6, 0.0, 3.6], [7.2, 3.6, 0.0]])
     c = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]]) / 3
-    lb, _ = relaxed_lower_bound(D, 4.0, 10.0, c)
+    lb, _ = relaxed_bounds(D, 4.0, 10.0, c)
     assert 0.0 <= lb <= 1e-9          # every row may keep its own location: cost 0
-    lb1, _ = relaxed_lower_bound(D, 4.0, 0.2, c)
+    lb1, _ = relaxed_bounds(D, 4.0, 0.2, c)
     assert lb1 > 0.05                 # a small epsilon keeps the pairs and forces spreading
 
 
@@ -562,7 +562,7 @@ def test_relaxed_bounds_hold_the_relaxed_optimum_between_them(n, K, seed, gamma,
         np.fill_diagonal(D, 0.0)
     c = rng.uniform(low, 1.0, (n, K)) / n
     opt = _relaxed_optimum(np.maximum(D, D.T), gamma, eps, c)
-    lb, ub = relaxed_lower_bound(D, gamma, eps, c, gap=1e-4)
+    lb, ub = relaxed_bounds(D, gamma, eps, c, gap=1e-4)
     assert lb <= opt + 1e-9 and opt <= ub + 1e-9
     if eps * gamma <= 4.0:     # far from the ratios where the engine may stall short of its gap
         spread = float(np.sum(c.max(axis=1) - c.min(axis=1)))   # the shifted objective's scale
@@ -571,6 +571,6 @@ def test_relaxed_bounds_hold_the_relaxed_optimum_between_them(n, K, seed, gamma,
 
 def test_relaxed_lower_bound_of_flat_rows_is_their_cost():
     D = np.array([[0.0, 1.0], [1.0, 0.0]])
-    assert relaxed_lower_bound(D, 2.0, 1.0, np.array([[0.25, 0.25], [-0.5, -0.5]])) == pytest.approx((-0.25, -0.25))
+    assert relaxed_bounds(D, 2.0, 1.0, np.array([[0.25, 0.25], [-0.5, -0.5]])) == pytest.approx((-0.25, -0.25))
     with pytest.raises(ValueError, match="c_low"):
-        relaxed_lower_bound(D, 2.0, 1.0, np.zeros(3))
+        relaxed_bounds(D, 2.0, 1.0, np.zeros(3))

@@ -183,8 +183,8 @@ def relaxed_space(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: np.ndar
                   distance_matrix=D, name="relaxed LR problem"), float(shift.sum()))
 
 
-def relaxed_lower_bound(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: np.ndarray, *,
-                        gap: float = RELAXED_GAP) -> tuple[float, float]:
+def relaxed_bounds(D_NN: np.ndarray, gamma: float, epsilon: float, c_low: np.ndarray, *,
+                   gap: float = RELAXED_GAP) -> tuple[float, float]:
     """Rigorous bounds ``(lower, upper)`` on the optimum of the relaxed LR problem
     (:func:`relaxed_space`), by the decomposition over outputs
     (:func:`certdp.pmo.outputs.solve.solve_outputs`): ``lower`` is its Lagrangian bound,
@@ -291,8 +291,8 @@ def measure_round(rnd: "LRGeoRound", *, lower_bound: bool = True) -> dict[str, A
     rep["lower_bound"] = rep["relaxed_upper_bound"] = None
     rep["approximation_ratio"] = rep["approximation_ratio_true_cost"] = None
     if lower_bound:
-        both = np.array([relaxed_lower_bound(u.D_NV[:, u.lr], params.gamma, params.epsilon,
-                                             u.lower_bound_costs(cbar)) for u in us])
+        both = np.array([relaxed_bounds(u.D_NV[:, u.lr], params.gamma, params.epsilon, u.lower_bound_costs(cbar))
+                         for u in us])
         lb = float(both[:, 0].sum())
         rep["lower_bound"] = lb
         rep["relaxed_upper_bound"] = float(both[:, 1].sum())   # how tight the lower bound is
