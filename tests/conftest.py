@@ -94,6 +94,10 @@ class FakeClock:
         self.now += self.step
         return self.now
 
+    def process_time(self) -> float:
+        """No CPU time passes (the engines record it for the benchmarks and never read it)."""
+        return 0.0
+
 
 @pytest.fixture
 def engine_clock(monkeypatch):
@@ -102,4 +106,16 @@ def engine_clock(monkeypatch):
 
     clock = FakeClock()
     monkeypatch.setattr(certdp.lp.benders, "time", clock)
+    return clock
+
+
+@pytest.fixture
+def outputs_clock(monkeypatch):
+    """The clock of the outputs decomposition (:mod:`certdp.pmo.outputs.solve`) replaced by a
+    :class:`FakeClock` of 1 s a reading."""
+    import certdp.pmo.outputs.solve
+
+    clock = FakeClock()
+    clock.step = 1.0
+    monkeypatch.setattr(certdp.pmo.outputs.solve, "time", clock)
     return clock

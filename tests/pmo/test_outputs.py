@@ -15,7 +15,6 @@ from certdp.datasets import gaussian, grid
 from certdp.graph import MDPGraph
 from certdp.pmo.outputs.config import EXACT_TOLERANCE, SECOND_PASS_WORK, UPPER_NEAR, OutputsConfig
 from certdp.pmo.outputs.pricing import ThreadPricer, cone_rows
-from certdp.pmo.outputs import solve as osolve
 from certdp.pmo.outputs.solve import PricingLoop, solve_outputs
 
 from ..mechanism_checks import check_exact_mdp, check_probabilities, check_sampling, check_save_load
@@ -72,27 +71,12 @@ def test_a_time_limit_still_returns_a_certified_mechanism_with_its_true_gap(case
     assert np.isclose(res.gap, (res.upper_bound - res.lower_bound) / res.upper_bound)
 
 
-class _Clock:
-    """``time`` for the outputs engine: ``step`` seconds pass at every ``perf_counter`` reading,
-    so a time limit falls after a fixed number of readings, whatever the machine."""
-
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
-
-    def perf_counter(self) -> float:
-        self.now += self.step
-        return self.now
-
-    def process_time(self) -> float:
-        return 0.0
-
-
-def test_the_round_that_passes_the_cap_takes_an_upper_step(case, monkeypatch):
+def test_the_round_that_passes_the_cap_takes_an_upper_step(case, outputs_clock):
     space, optimum = case
     config = OutputsConfig(upper_every=50)     # no scheduled upper step after round 1's
     free: list = []
     solve_outputs(space, gap=1e-9, max_iterations=14, config=config, progress=lambda e: free.append(e.record))
-    monkeypatch.setattr(osolve, "time", _Clock(1.0))
+    outputs_clock.now = 0.0     # the uncapped run read the clock too
     hist: list = []
     res = solve_outputs(space, gap=1e-9, time_limit=40, config=config, progress=lambda e: hist.append(e.record))
     hist, free = [h for h in hist if "upper_step" in h], [h for h in free if "upper_step" in h]
@@ -105,9 +89,8 @@ def test_the_round_that_passes_the_cap_takes_an_upper_step(case, monkeypatch):
     assert res.mechanism.verification.passed and res.lower_bound <= optimum * (1 + 1e-7) + 1e-12
 
 
-def test_a_step_fewer_than_upper_near_rounds_back_is_not_repeated_at_the_cap(case, monkeypatch):
+def test_a_step_fewer_than_upper_near_rounds_back_is_not_repeated_at_the_cap(case, outputs_clock):
     space, _ = case
-    monkeypatch.setattr(osolve, "time", _Clock(1.0))
     hist: list = []
     res = solve_outputs(space, gap=1e-9, time_limit=40, config=OutputsConfig(upper_every=4),
                         progress=lambda e: hist.append(e.record))

@@ -268,12 +268,12 @@ def solve_outputs(space: Space, *, gap: float = 1e-2, max_iterations: int = 500,
 
     Stops at the relative ``gap`` between the certified cost and the rigorous lower bound, at
     ``max_iterations`` rounds, or at ``time_limit`` seconds (checked in each round, after its
-    master and pricing). The round that passes ``time_limit`` takes an upper step unless its lower bound has not moved
-    since the last one or that one is fewer than ``UPPER_NEAR`` rounds back, so a capped run
-    returns the upper bound of its last columns and may end one round and one upper step past
-    the limit. The result is always the best certified matrix found, with its true gap.
-    ``workers`` threads
-    run the pricing LPs (default: one per core); the result does not depend on it.
+    master and pricing). The round that passes ``time_limit`` takes an upper step unless its
+    lower bound has not moved since the last one or that one is fewer than ``UPPER_NEAR``
+    rounds back, so a capped run returns the upper bound of its last columns and may end one
+    round and one upper step past the limit. The result is always the best certified matrix
+    found, with its true gap. ``workers`` threads run the pricing LPs (default: one per core);
+    the result does not depend on it.
     ``executor='process'`` runs them on ``workers`` local processes instead
     (:class:`~certdp.pmo.outputs.pricing.ProcessPricer`), ``executor='dask'`` on a Dask
     cluster: the one at ``scheduler`` (an address; giving it implies 'dask'), or a LocalCluster
