@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certdp import Mechanism, verify
-from certdp.audit import MechanismFileError, audit_file
+from certdp.audit import MechanismFileError, audit_file, violated
 from certdp.certify import certify
 from certdp.measures import expected_loss, quantile_loss, worst_case_loss
 from certdp.mechanism import UnverifiedMechanismError
@@ -362,3 +366,32 @@ def test_python_inputs_of_the_wrong_kind_are_refused_not_converted():
               output_records=np.array([0.0, 1.0]))
     with pytest.raises(UnverifiedMechanismError, match="do not match the geometry"):
         Mechanism(Z, 1.0, np.zeros((0, 2), dtype=np.int64), np.zeros(0), geometry=g)   # a pair left out
+
+
+_entry = st.one_of(st.floats(0.0, 1.0), st.integers(1, 2**20).map(lambda m: m * 5e-324),
+                   st.floats(1e-310, 1e-300))
+
+
+@settings(max_examples=400, deadline=None)
+@given(y=_entry, ed=st.one_of(st.floats(0.0, 700.0), st.floats(0.0, 1e-6), st.floats(0.0, 2.0)),
+       steps=st.integers(-3, 3))
+def test_a_passing_inequality_has_loss_at_most_ed_plus_rounding(y, ed, steps):
+    """Whatever the entries (subnormals included), an inequality that ``violated`` passes has
+    ln x - ln y <= ed + 4.5e-16, decided in 60-digit decimal arithmetic (the bound its
+    docstring states; unscaled, 1.51 x 5e-324 rounds to 2 x 5e-324 and passed a ratio of 2)."""
+    x = min(1.0, y * math.exp(ed)) if ed < 700 else 1.0   # near the boundary: a few ulps either side
+    for _ in range(abs(steps)):
+        x = float(np.nextafter(x, 2.0 if steps > 0 else 0.0))
+    x = min(x, 1.0)
+    ok = not violated(np.array([x]), np.array([y]), np.array([ed]))[0]
+    if ok and x > 0:
+        assert y > 0
+        ctx = decimal.Context(prec=60, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX)
+        loss = ctx.ln(decimal.Decimal(x)) - ctx.ln(decimal.Decimal(y))
+        assert loss <= decimal.Decimal(ed) + decimal.Decimal("4.5e-16")
+
+
+def test_a_subnormal_ratio_above_exp_ed_is_a_violation():
+    tiny = np.nextafter(0.0, 1.0)
+    assert violated(np.array([2 * tiny]), np.array([tiny]), np.array([np.log(1.51)]))[0]
+    assert not violated(np.array([2 * tiny]), np.array([tiny]), np.array([np.log(2.0)]))[0]

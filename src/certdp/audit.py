@@ -4,11 +4,13 @@ The contract: for every neighbouring pair (i, j), in both directions, and every 
 
     matrix[i, k] <= exp(epsilon * d(i, j)) * matrix[j, k]
 
-and every row sums to 1 within 1e-9, entries in [0, 1]. :func:`verify` decides it exactly:
-in float64 where ``exp(epsilon * d)`` is finite, with a positive entry against a zero one
-always a violation (whatever the solver or ``inf * 0 = nan`` would say), and in log space
-where ``exp(epsilon * d)`` overflows, conservatively (a borderline case counts as a
-violation). Anybody can re-implement it in a few lines of numpy.
+and every row sums to 1 within 1e-9, entries in [0, 1]. :func:`verify` decides it in float64
+where ``exp(epsilon * d)`` is finite, both sides scaled by a power of two out of the subnormal
+range (:data:`SCALE`), so a passing inequality's loss ``ln(matrix[i,k] / matrix[j,k])`` is at
+most ``epsilon * d + 4.5e-16`` (``exp`` and the product each rounded once); a positive entry
+against a zero one is always a violation (whatever the solver or ``inf * 0 = nan`` would
+say); where ``exp(epsilon * d)`` overflows it decides in log space, conservatively (a
+borderline case counts as a violation). Anybody can re-implement it in a few lines of numpy.
 
 The trust model of a mechanism file
 -----------------------------------
@@ -138,16 +140,26 @@ def checked_mdp_inputs(matrix: np.ndarray, epsilon: float, edges: np.ndarray, ed
     return Z, eps, E, d
 
 
+#: Both sides of every inequality are multiplied by this power of two before the product
+#: ``exp(ed) * Y`` is rounded: exact for every entry in [0, 1] (subnormals included), and it
+#: lifts every nonzero entry to at least 2^-474, so the product is a normal float64 with a
+#: relative rounding of at most 2^-53 (unscaled, ``1.51 * 5e-324`` rounds to ``2 * 5e-324``).
+SCALE = 2.0 ** 600
+
+
 def violated(X: np.ndarray, Y: np.ndarray, ed: np.ndarray) -> np.ndarray:
     """Where ``X > exp(ed) * Y`` (elementwise; ``ed = epsilon * d`` broadcast against X and Y),
-    decided exactly: a positive entry against a zero one is a violation; where ``exp(ed)`` is
-    finite the float64 product decides; where it overflows the comparison is made in log space
-    with a relative margin of 1e-11 on ``ed`` (far above the rounding of the logs), so a
-    borderline case counts as a violation."""
+    in float64: a positive entry against a zero one is a violation; where ``exp(ed)`` is finite
+    the product decides, on both sides scaled by :data:`SCALE` (exact), so a passing
+    inequality has ``X / Y <= exp(ed) (1 + 2^-52)^2``: its loss is at most ``ed + 4.5e-16``
+    (``exp`` and the product each rounded once); where ``exp(ed)`` overflows the comparison is
+    made in log space with a relative margin of 1e-11 on ``ed`` (far above the rounding of the
+    logs), so a borderline case counts as a violation."""
     with np.errstate(over="ignore"):
         f = np.exp(ed)
     with np.errstate(invalid="ignore", over="ignore"):
-        ok = (X <= f * Y) | (X == 0)                   # inf * 0 = nan compares False
+        # an overflowing product exceeds every scaled X (at most SCALE): rightly no violation
+        ok = (X * SCALE <= f * (Y * SCALE)) | (X == 0)   # inf * 0 = nan compares False
     big = ~np.isfinite(f)
     if np.any(big):
         bigb = np.broadcast_to(big, X.shape)
