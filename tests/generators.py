@@ -140,6 +140,10 @@ def judge(case: Case, o: Outcome, d: Path) -> str:
 def _mechanism_is_right(path: Path, owner: tuple[str, ...], d: Path) -> str | None:
     """A mechanism file written or passed: audited against the instance rebuilt from
     ``owner`` (the instance options), and in decimal arithmetic."""
+    if "--seed" not in owner:      # the owner of a run that drew its seed reads it from the summary
+        with np.load(d / path, allow_pickle=False) as f:
+            seed = json.loads(str(f["metadata"])).get("seed") if "metadata" in f.files else None
+        owner = (*owner, "--seed", str(seed)) if seed is not None else owner
     cwd = os.getcwd()
     os.chdir(d)
     try:
@@ -190,7 +194,6 @@ def _verify_compare(case: Case, o: Outcome, d: Path) -> str | None:
 def _owner_space(case: Case, d: Path) -> Any:
     """The owner's instance an audit or perturb run checks the file against (rebuilt from the
     run's own options, as the command does), or None without ``--dataset``."""
-    from certdp.audit import read_mechanism_file
     from certdp.cli.common import owner_space
 
     cmd = main.commands[case.args[0]]
@@ -199,8 +202,8 @@ def _owner_space(case: Case, d: Path) -> Any:
     try:
         params = cmd.make_context(case.args[0], list(case.args[1:])).params
         if case.args[0] == "perturb":
-            params.pop("seed")           # perturb's --seed seeds its draws; the instance's is the file's
-        return owner_space(read_mechanism_file(params["file"]).metadata.get("seed"), **params)
+            params.pop("seed")           # perturb's --seed seeds its draws; the instance's is --instance-seed
+        return owner_space(**params)
     finally:
         os.chdir(cwd)
 
@@ -384,9 +387,8 @@ def _final(opt: str, args: list[str]) -> str | None:
 
 
 def _instance_tokens(args: list[str]) -> tuple[str, ...]:
-    """The instance options among ``args`` (in order), as the owner repeats them to audit,
-    without the seed (the audit takes the one the file records)."""
-    flags = {"--" + n for n in INSTANCE if n != "seed"}
+    """The instance options among ``args`` (in order), as the owner repeats them to audit."""
+    flags = {"--" + n for n in INSTANCE}
     out: list[str] = []
     i = 1
     while i < len(args):
@@ -694,9 +696,9 @@ def mechanism_cases(draw: Any, bases: dict[str, dict[str, np.ndarray]]) -> Case:
         np.savez(buf, matrix=np.array([1.0]))
     owner = OWNER_INSTANCES[base]
     how = rnd.choice(["alone", "owner", "perturb", "perturb owner"])
-    args = {"alone": ["audit", "mech.npz"], "owner": ["audit", "mech.npz", *owner],
+    args = {"alone": ["audit", "mech.npz"], "owner": ["audit", "mech.npz", *owner, "--seed", "1"],
             "perturb": ["perturb", "mech.npz", "--seed", "1"],
-            "perturb owner": ["perturb", "mech.npz", "--seed", "1", *owner]}[how]
+            "perturb owner": ["perturb", "mech.npz", "--seed", "1", *owner, "--instance-seed", "1"]}[how]
     return Case("mechanism", tuple(args), stdin="0\n1\n", files=(("mech.npz", buf.getvalue()),),
                 owner=owner if "owner" in how else ())
 

@@ -286,3 +286,29 @@ def test_cli_view_methods_are_the_library_registry():
 
     build = next(c for c in main.commands["view"].commands["build"].params if c.name == "method")
     assert set(build.type.choices) == set(METHODS)
+
+
+def test_the_owners_seed_is_the_owners_not_the_files(tmp_path):
+    """A file solved on one draw of the owner's data (gaussian records drawn with seed 7) must
+    not pass against it because it records seed 7: without the owner's --seed the audit and
+    perturb refuse (exit 2), with the owner's seed 1 it fails (perturb refuses it), with 7 it
+    passes; an instance
+    that draws nothing with its seed (a grid, every output) needs none."""
+    r = CliRunner()
+    inst = ["--dataset", "gaussian:12:2", "--epsilon", "1", "--eta", "1.5"]
+    out = tmp_path / "m.npz"
+    assert r.invoke(main, ["solve", *inst, "--seed", "7", "--quiet", "--out", str(out)]).exit_code == 0
+    refused = r.invoke(main, ["audit", str(out), *inst])
+    assert refused.exit_code == 2 and "--seed" in refused.output
+    assert r.invoke(main, ["audit", str(out), *inst, "--seed", "1"]).exit_code == 1
+    assert r.invoke(main, ["audit", str(out), *inst, "--seed", "7"]).exit_code == 0
+    p = r.invoke(main, ["perturb", str(out), *inst, "--seed", "3"], input="0\n")
+    assert p.exit_code == 2 and "--seed" in p.output
+    bad = r.invoke(main, ["perturb", str(out), *inst, "--instance-seed", "1"], input="0\n")
+    assert bad.exit_code == 2 and "fails its audit" in bad.output
+    ok = r.invoke(main, ["perturb", str(out), *inst, "--instance-seed", "7", "--seed", "3"], input="0\n")
+    assert ok.exit_code == 0 and ok.output.splitlines()[0] == "record,output"
+    grid = ["--dataset", "grid:3x4", "--epsilon", "1", "--eta", "1.5"]
+    g = tmp_path / "g.npz"
+    assert r.invoke(main, ["solve", *grid, "--seed", "5", "--quiet", "--out", str(g)]).exit_code == 0
+    assert r.invoke(main, ["audit", str(g), *grid]).exit_code == 0

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -428,8 +429,9 @@ def alias_value(ctx: click.Context, new: str, value: Any) -> Any:
 # ------------------------------------------------------------------- the instance
 def _instance_option_list(owner: bool, seed: bool = True) -> list[Callable[..., Any]]:
     """The options that describe an instance; ``owner``: as the data's owner gives them to
-    check a mechanism file against the data (none required, the seed defaults to the file's;
-    ``seed`` False leaves ``--seed`` to the command)."""
+    check a mechanism file against the data (none required; the seed is the owner's,
+    :func:`owner_space`); ``seed`` False names it ``--instance-seed`` (``perturb``'s ``--seed``
+    seeds its draws)."""
     return [
         click.option("--dataset", required=not owner,
                      help=("the owner's data, to check the file against it: " if owner else "")
@@ -443,9 +445,9 @@ def _instance_option_list(owner: bool, seed: bool = True) -> list[Callable[..., 
                      help="neighbour threshold in distance units ('inf': every pair, as in paper 002)"
                      + (" (with --dataset)" if owner else "")),
         click.option("--cost", type=click.Choice(["distance", "travel"]), default="distance", show_default=True),
-    ] + ([click.option("--seed", type=int, default=None,
-                       help="seed for the records, outputs and destinations drawn (default: "
-                       + ("the seed recorded in the file)" if owner else "drawn and recorded)"))] if seed else [])
+    ] + [click.option("--seed" if seed else "--instance-seed", "seed" if seed else "instance_seed", type=int, default=None,
+                      help="seed for the records, outputs and destinations drawn (default: "
+                      + ("none: needed when the instance draws any of them)" if owner else "drawn and recorded)"))]
 
 
 def instance_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -460,7 +462,7 @@ def owner_options(*, seed: bool) -> Callable[[Callable[..., Any]], Callable[...,
     """The options of every command that uses a mechanism file (``audit``, ``perturb``): the
     owner's instance, built as ``solve`` builds it, to check the file against the data
     (:func:`owner_space`), and ``--allow-no-pairs``. ``seed`` False: the instance's seed is
-    the one the file records (``perturb``'s ``--seed`` seeds its draws)."""
+    ``--instance-seed`` (``perturb``'s ``--seed`` seeds its draws)."""
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         for o in reversed(_instance_option_list(owner=True, seed=seed) + [
                 click.option("--allow-no-pairs", is_flag=True,
@@ -477,11 +479,16 @@ def space_from_options(dataset: str, cell: float, outputs: int | None, epsilon: 
     return build_space(ds, epsilon=epsilon, eta=eta, n_outputs=outputs, cost=cost, seed=seed)
 
 
-def owner_space(recorded_seed: Any, dataset: str | None, cell: float, outputs: int | None, epsilon: float | None,
-                eta: float | None, cost: str, seed: int | None = None, **_: Any):
-    """The owner's instance from ``owner_options`` (None without ``--dataset``); the seed
-    defaults to ``recorded_seed``, the one the file records (it only picks which of the owner's
-    records and outputs form the instance; each is then compared with the owner's data)."""
+def owner_space(dataset: str | None, cell: float, outputs: int | None, epsilon: float | None,
+                eta: float | None, cost: str, seed: int | None = None, instance_seed: int | None = None,
+                **_: Any):
+    """The owner's instance from ``owner_options`` (None without ``--dataset``). Its seed is the
+    owner's (``--seed``; ``perturb``'s ``--instance-seed``), never the one the file records:
+    the seed picks which of the owner's records are rows 0, 1, ... of the matrix, and a file
+    solved on another draw of the same data would pass against that draw while the owner
+    perturbs their own. Without it the instance must not depend on a seed (built with two
+    seeds, the same records, outputs and costs), or the options are refused."""
+    seed = seed if seed is not None else instance_seed
     if dataset is None:
         given = [n for n, v in (("--epsilon", epsilon), ("--eta", eta), ("--outputs", outputs), ("--seed", seed))
                  if v is not None]
@@ -491,11 +498,17 @@ def owner_space(recorded_seed: Any, dataset: str | None, cell: float, outputs: i
     missing = [n for n, v in (("--epsilon", epsilon), ("--eta", eta)) if v is None]
     if missing:
         raise ValueError(f"--dataset needs {' and '.join(missing)}: the owner states the guarantee the file must give")
-    if seed is None:
-        if not isinstance(recorded_seed, int) or isinstance(recorded_seed, bool) or not 0 <= recorded_seed <= INT_MAX:
-            raise ValueError("--seed: the file records no seed; give the seed the instance was built with")
-        seed = recorded_seed
-    return space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)  # type: ignore[arg-type]
+    if seed is not None:
+        return space_from_options(dataset, cell, outputs, epsilon, eta, cost, seed)  # type: ignore[arg-type]
+    a, b = (space_from_options(dataset, cell, outputs, epsilon, eta, cost, s) for s in (0, 1))  # type: ignore[arg-type]
+    same = (a.n_records == b.n_records and np.array_equal(a.output_records, b.output_records)
+            and np.array_equal(a.cost, b.cost)
+            and (np.array_equal(a.points, b.points) if a.points is not None
+                 else np.array_equal(a.distance_matrix, b.distance_matrix)))
+    if not same:
+        raise ValueError("--seed: this instance draws its records, outputs or destinations with a seed; give the "
+                         "seed you built it with (a seed the file records is its writer's word, not evidence)")
+    return a
 
 
 # ------------------------------------------------------------------------------ tables

@@ -38,7 +38,7 @@ def audit(file: str, q: float, as_json: bool, **owner: Any) -> None:
     with friendly_errors():
         q = V.open_unit("--q", q, upper_closed=True)
         f = read_mechanism_file(file)
-        space = owner_space(f.metadata.get("seed"), **owner)
+        space = owner_space(**owner)
         rep = audit_with_pairs(f, q=q, space=space, allow_no_pairs=owner["allow_no_pairs"])[0]
     if as_json:
         click.echo(json.dumps(rep.as_dict()))
@@ -80,7 +80,7 @@ def perturb(file: str, input_path: str, seed: int | None, **owner: Any) -> None:
     pass its audit first (the same audit, with the same options, as `certdp audit`)."""
     with friendly_errors():
         f = read_mechanism_file(file)
-        mech = Mechanism.load(f, space=owner_space(f.metadata.get("seed"), **owner),
+        mech = Mechanism.load(f, space=owner_space(**owner),
                               allow_no_pairs=owner["allow_no_pairs"])
         if input_path == "-":
             text = sys.stdin.read()
