@@ -395,3 +395,61 @@ def test_a_subnormal_ratio_above_exp_ed_is_a_violation():
     tiny = np.nextafter(0.0, 1.0)
     assert violated(np.array([2 * tiny]), np.array([tiny]), np.array([np.log(1.51)]))[0]
     assert not violated(np.array([2 * tiny]), np.array([tiny]), np.array([np.log(2.0)]))[0]
+
+
+def _zip_with(tmp_path, name, members):
+    """A zip of ``members`` {filename: (bytes, compression)} written by hand."""
+    import zipfile
+
+    p = tmp_path / name
+    with zipfile.ZipFile(p, "w") as z:
+        for member, (data, how) in members.items():
+            z.writestr(member, data, compress_type=how)
+    return p
+
+
+def _npy(a) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+def test_members_numpy_would_not_read_as_arrays_are_refused_before_reading(tmp_path):
+    """A member without .npy (numpy hands it back as raw bytes), one compressed by bzip2 or
+    lzma (a 1 KB file held 1.2 GB), a header declaring more than its bytes (a 10^12-entry
+    matrix): each a clear MechanismFileError, and exit 2, never a traceback."""
+    import zipfile
+
+    base = {"format.npy": (_npy(np.array("certdp-mechanism/2")), zipfile.ZIP_STORED),
+            "epsilon.npy": (_npy(np.float64(1.0)), zipfile.ZIP_STORED)}
+    header = _npy(np.zeros((2, 2)))
+    huge = header.replace(b"(2, 2)", b"(1000000, 1000000)")
+    cases = {"raw.npz": {**base, "matrix": (_npy(np.eye(2)), zipfile.ZIP_STORED)},
+             "bz2.npz": {**base, "matrix.npy": (_npy(np.eye(2)), zipfile.ZIP_BZIP2)},
+             "lzma.npz": {**base, "matrix.npy": (_npy(np.eye(2)), zipfile.ZIP_LZMA)},
+             "huge.npz": {**base, "matrix.npy": (huge, zipfile.ZIP_STORED)}}
+    from click.testing import CliRunner
+
+    from certdp.cli import main
+    for name, members in cases.items():
+        p = _zip_with(tmp_path, name, members)
+        with pytest.raises(MechanismFileError):
+            audit_file(p)
+        res = CliRunner().invoke(main, ["audit", str(p)])
+        assert res.exit_code == 2 and "Traceback" not in res.output, (name, res.output)
+
+
+def test_a_corrupt_deflate_member_is_a_clear_error(tmp_path):
+    import zipfile
+
+    good = _npy(np.eye(40))
+    p = _zip_with(tmp_path, "ok.npz", {"matrix.npy": (good, zipfile.ZIP_DEFLATED),
+                                       "epsilon.npy": (_npy(np.float64(1.0)), zipfile.ZIP_STORED)})
+    raw = bytearray(p.read_bytes())
+    start = raw.index(b"matrix.npy") + len(b"matrix.npy") + 20   # inside the deflated stream
+    raw[start:start + 8] = b"\xff" * 8
+    p.write_bytes(bytes(raw))
+    with pytest.raises(MechanismFileError):
+        audit_file(p)

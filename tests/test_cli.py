@@ -312,3 +312,14 @@ def test_the_owners_seed_is_the_owners_not_the_files(tmp_path):
     g = tmp_path / "g.npz"
     assert r.invoke(main, ["solve", *grid, "--seed", "5", "--quiet", "--out", str(g)]).exit_code == 0
     assert r.invoke(main, ["audit", str(g), *grid]).exit_code == 0
+
+
+@pytest.mark.parametrize("text", ["\u0663\n", "\uff11\n", "\U0001d7d9\n", "1_0\n"])
+def test_perturb_reads_ascii_record_indices_only(tmp_path, text):
+    """str.isdigit takes Arabic-Indic, full-width and mathematical digits; int() then reads them
+    as numbers, so a record index could come from text no CSV tool shows as one."""
+    out = tmp_path / "g.npz"
+    grid = ["--dataset", "grid:3x3", "--epsilon", "1", "--eta", "1.5"]
+    assert CliRunner().invoke(main, ["solve", *grid, "--seed", "1", "--quiet", "--out", str(out)]).exit_code == 0
+    res = CliRunner().invoke(main, ["perturb", str(out)], input=text)
+    assert res.exit_code == 2 and "is not a record index" in res.output

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certdp import Space, build_space, parse_dataset
 from certdp.datasets import gaussian, grid, load_road_network
@@ -129,3 +133,49 @@ def test_output_points_that_contradict_output_records_are_refused():
     with pytest.raises(ValueError, match="output_points"):
         Space(cost=np.ones((3, 2)), prior=P, epsilon=1.0, eta=1.0, points=pts, output_records=np.array([0, 1]),
               output_points=pts[[1, 2]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(diff=st.lists(st.floats(-1.0, 1.0, allow_subnormal=False), min_size=1, max_size=4),
+       exponent=st.integers(-1070, 0))
+def test_paired_euclidean_distances_are_accurate_at_every_scale(diff, exponent):
+    """Down to differences of 1e-320 (squares far below float64's normal range), the distance
+    is within a few ulps of the exact one (decimal arithmetic): a pair at 2.78e-162 was read as
+    3.14e-162 and dropped from eta 2.8e-162."""
+    import decimal
+
+    from certdp.space import paired
+
+    d = np.ldexp(np.array(diff), exponent)
+    got = float(paired(d[None, :], np.zeros((1, d.size)), "euclidean")[0])
+    ctx = decimal.Context(prec=50, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX)
+    exact = ctx.sqrt(sum((ctx.multiply(decimal.Decimal(float(x)), decimal.Decimal(float(x))) for x in d),
+                         decimal.Decimal(0)))
+    if exact == 0:
+        assert got == 0
+    elif exact > decimal.Decimal("1e-300"):   # within the normal range of the result
+        assert abs(decimal.Decimal(got) - exact) <= exact * decimal.Decimal("1e-15")
+
+
+def test_too_many_pairs_are_refused_before_they_are_built(monkeypatch):
+    """Every record at one point with a finite eta (or eta inf) would build N^2 / 2 pairs: the
+    count is taken first and refused against the memory this process may use."""
+    from certdp import _validate
+    from certdp.space import neighbor_pairs
+
+    monkeypatch.setattr(_validate, "memory_limit", lambda: 10_000_000)
+    pts = np.zeros((2_000, 2))
+    for eta in (1.0, math.inf):
+        with pytest.raises(ValueError, match="pairs of 2,000 records"):
+            neighbor_pairs(eta, "euclidean", points=pts)
+    with pytest.raises(ValueError, match="pairs of 2,000 records"):
+        neighbor_pairs(1.0, "euclidean", points=np.zeros((2_000, 20)))   # the high-dimensional scan
+
+
+def test_points_without_coordinates_and_a_vanishing_eta_are_refused():
+    from certdp.space import check_points, neighbor_pairs
+
+    with pytest.raises(ValueError, match="no coordinates"):
+        check_points(np.zeros((3, 0)), "euclidean")
+    with pytest.raises(ValueError, match="at least 1e-100"):
+        neighbor_pairs(1e-160, "euclidean", points=np.zeros((3, 1)))

@@ -28,7 +28,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -213,15 +212,34 @@ MAX_JSON_DEPTH = 32
 format and message of certdp nests at most 4 levels; the limit leaves room and keeps the
 parser's recursion far from Python's limit."""
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: Bytes of JSON text :func:`json_depth` scans at a time (its work arrays are 8 bytes per byte).
+DEPTH_CHUNK = 1 << 22
 
 
 def json_depth(text: str) -> int:
     """The deepest nesting of ``[`` and ``{`` in JSON ``text``, brackets inside strings ignored.
-    Vectorised, so it runs before any parsing at the cost of one pass over the bytes."""
-    bare = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    step = np.isin(bare, (ord("["), ord("{"))).astype(np.int64) - np.isin(bare, (ord("]"), ord("}")))
-    return int(np.cumsum(step).max(initial=0))
+    One vectorised pass over the bytes, in chunks (so it runs before any parsing, in time and
+    memory linear in the text): a quote opens or closes a string unless an odd run of
+    backslashes precedes it."""
+    data = text.encode("utf-8", "surrogatepass")
+    depth = best = 0
+    inside = False      # the chunks before ended inside a string
+    odd = False         # ... with an odd run of backslashes
+    for start in range(0, len(data), DEPTH_CHUNK):
+        a = np.frombuffer(data, dtype=np.uint8, count=min(DEPTH_CHUNK, len(data) - start), offset=start)
+        idx = np.arange(a.size, dtype=np.int64)
+        slash = a == ord("\\")
+        last_other = np.maximum.accumulate(np.where(slash, -1, idx))
+        parity = (idx - last_other) % 2 == 1           # an odd run of backslashes ends here
+        parity[last_other < 0] ^= odd                  # a run that began in the chunk before
+        escaped = np.r_[odd, parity[:-1]]
+        quotes = np.cumsum((a == ord('"')) & ~escaped) + int(inside)
+        outside = quotes % 2 == 0
+        step = (np.isin(a, (ord("["), ord("{"))).astype(np.int64) - np.isin(a, (ord("]"), ord("}")))) * outside
+        level = depth + np.cumsum(step)
+        best = max(best, int(level.max(initial=depth)))
+        depth, inside, odd = int(level[-1]), bool(quotes[-1] % 2), bool(parity[-1])
+    return best
 
 
 def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, nonfinite: bool = False) -> Any:

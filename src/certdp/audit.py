@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import math
 import zipfile
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ import numpy as np
 from . import _validate as V
 from ._io import input_file, load_json
 from .measures import expected_loss, quantile_loss, worst_case_loss
-from .space import Space, check_distance_matrix, check_points, neighbor_pairs
+from .space import MIN_ETA, Space, check_distance_matrix, check_points, neighbor_pairs
 
 ROW_SUM_TOL = 1e-9
 
@@ -296,6 +297,36 @@ def _arrays(data: Any) -> dict[str, np.ndarray | None]:
     return out
 
 
+#: What numpy's reader of a zip member can raise on a damaged one, besides OSError and ValueError.
+_DAMAGED = (EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError)
+
+
+def _check_members(p: Path) -> None:
+    """The zip's members, checked before numpy reads any: each an ``.npy`` array (numpy hands
+    any other member back as raw bytes), stored or deflated as ``np.savez`` writes them (not
+    encrypted), its header's shape no larger than the bytes it holds, and all of them together
+    within the memory this process may use (a file of a few KB can declare gigabytes)."""
+    total = 0
+    with zipfile.ZipFile(p) as zf:
+        for info in zf.infolist():
+            name = info.filename[:60]
+            if not info.filename.endswith(".npy"):
+                raise MechanismFileError(f"{p}: member {name!r} is not an .npy array")
+            if info.flag_bits & 0x1 or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise MechanismFileError(f"{p}: member {name!r} is encrypted or compressed in a way np.savez "
+                                         "never writes")
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read_header(fh)
+            if math.prod(shape) * max(dtype.itemsize, 1) > info.file_size:
+                raise MechanismFileError(f"{p}: member {name!r} declares shape {shape} of {dtype}, more than "
+                                         f"the {info.file_size} bytes it holds")
+            total += info.file_size
+    V.fits_in_memory(f"{p}'s arrays ({total:,} bytes once read)", 2.0 * total, "it cannot be audited here")
+
+
 def read_mechanism_file(path: str | Path) -> MechanismFile:
     """Read a mechanism ``.npz`` without pickle; :class:`MechanismFileError` with a clear
     reason when it cannot be read as one (its format tag names another format, or an array
@@ -307,8 +338,12 @@ def read_mechanism_file(path: str | Path) -> MechanismFile:
     if p.stat().st_size == 0:
         raise MechanismFileError(f"{p} is empty (0 bytes), not a mechanism file")
     try:
+        if zipfile.is_zipfile(p):
+            _check_members(p)
         data = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    except MechanismFileError:
+        raise
+    except (OSError, ValueError, *_DAMAGED) as exc:
         raise MechanismFileError(f"{p} is not a readable .npz mechanism file ({type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0][:120] if str(exc) else 'unreadable'})") from None
     if not hasattr(data, "files"):
@@ -329,7 +364,7 @@ def read_mechanism_file(path: str | Path) -> MechanismFile:
         raise
     except (TypeError, ValueError) as exc:
         raise MechanismFileError(f"{p}: {exc}") from None
-    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+    except (OSError, *_DAMAGED) as exc:
         raise MechanismFileError(f"{p} is truncated or damaged ({type(exc).__name__})") from None
     try:
         meta = load_json("{}" if meta_text is None else meta_text, f"{p}: 'metadata'", nonfinite=True)
@@ -364,6 +399,9 @@ def _geometry_problems(f: MechanismFile) -> list[str]:
     problems = []
     if not (f.eta is not None and f.eta > 0):          # inf: every pair
         problems.append(f"its eta must be > 0, got {f.eta!r}")
+    elif f.metric != "precomputed" and f.eta < MIN_ETA:
+        problems.append(f"its eta must be at least {MIN_ETA:g} with coordinates (the neighbour search squares "
+                        f"distances), got {f.eta!r}")
     if f.metric == "precomputed":
         try:
             D = check_distance_matrix(f.distance_matrix)

@@ -58,36 +58,70 @@ def paired(points_a: np.ndarray, points_b: np.ndarray, metric: str) -> np.ndarra
     """Distances between row ``t`` of ``points_a`` and row ``t`` of ``points_b``."""
     if metric == "euclidean":
         diff = points_a - points_b
-        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        d = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        # squares below the normal range round (a difference of 2.8e-162 read as 3.1e-162, so
+        # a pair within eta went unprotected): those rows again, scaled by their largest term
+        tiny = np.flatnonzero(d < TINY_DISTANCE)
+        if tiny.size:
+            t = diff[tiny]
+            m = np.max(np.abs(t), axis=1)
+            safe = np.where(m > 0, m, 1.0)
+            d[tiny] = m * np.sqrt(np.einsum("ij,ij->i", t / safe[:, None], t / safe[:, None]))
+        return d
     if metric == "haversine":
         return haversine_km(points_a, points_b)
     raise ValueError(f"metric must be 'euclidean' or 'haversine' for coordinates, got {metric!r}")
 
 
+#: Euclidean distances below this are recomputed without squaring underflow (:func:`paired`).
+TINY_DISTANCE = 1e-150
+#: The smallest eta over coordinates: the neighbour search compares squared distances, which
+#: must stay in float64's normal range (refused below, not silently lost).
+MIN_ETA = 1e-100
+#: Bytes the neighbour search holds per candidate pair at its peak (indices, distance, order).
+PAIR_BYTES = 64
+
+
 def _candidate_pairs(metric: str, points: np.ndarray | None, n: int, radius: float) -> np.ndarray:
     """Pairs (i < j) whose distance may be <= radius (a superset, filtered by the caller)."""
     if metric == "precomputed" or math.isinf(radius) or n <= 1:
+        V.fits_in_memory(f"the {n * (n - 1) // 2:,} pairs of {n:,} records", PAIR_BYTES * n * (n - 1) / 2,
+                         "protect fewer pairs (a finite eta) or use fewer records")
         iu, ju = np.triu_indices(n, 1)
         return np.column_stack([iu, ju])
     assert points is not None
+    if 0 < radius < MIN_ETA:
+        raise ValueError(f"eta must be at least {MIN_ETA:g} with coordinates, got {radius!r}: rescale the data")
     if metric == "haversine":
         theta = min(radius / EARTH_RADIUS_KM, math.pi)
         chord = 2.0 * math.sin(theta / 2.0)
-        tree = cKDTree(_unit_sphere(points))
-        return tree.query_pairs(chord * (1 + 1e-9) + 1e-15, output_type="ndarray")
+        return _tree_pairs(cKDTree(_unit_sphere(points)), chord * (1 + 1e-9) + 1e-15)
     if points.shape[1] <= 16:
-        tree = cKDTree(points)
-        return tree.query_pairs(radius * (1 + 1e-9), output_type="ndarray")
+        return _tree_pairs(cKDTree(points), radius * (1 + 1e-9))
     # High-dimensional embeddings: KD-trees do not help; scan in blocks.
     chunks = []
+    found = 0
     step = max(1, 4_000_000 // max(n, 1))
     for s in range(0, n, step):
         d = cdist(points[s:s + step], points)
         ii, jj = np.nonzero(d <= radius * (1 + 1e-9))
         ii = ii + s
         keep = ii < jj
+        found += int(np.count_nonzero(keep))
+        V.fits_in_memory(f"more than {found:,} pairs of {n:,} records within eta", PAIR_BYTES * found,
+                         "protect fewer pairs (a smaller eta) or use fewer records")
         chunks.append(np.column_stack([ii[keep], jj[keep]]))
     return np.concatenate(chunks) if chunks else np.empty((0, 2), dtype=np.int64)
+
+
+def _tree_pairs(tree: cKDTree, r: float) -> np.ndarray:
+    """The pairs within ``r`` in ``tree``, counted first (without building them) so that a set
+    too large for memory (every record at one point) is refused before it is built."""
+    n = tree.n
+    pairs = (int(tree.count_neighbors(tree, r)) - n) // 2
+    V.fits_in_memory(f"the {pairs:,} pairs of {n:,} records within eta", PAIR_BYTES * pairs,
+                     "protect fewer pairs (a smaller eta) or use fewer records")
+    return tree.query_pairs(r, output_type="ndarray")
 
 
 def neighbor_pairs(eta: float, metric: str, *, points: np.ndarray | None = None,
@@ -327,7 +361,9 @@ def check_points(points: Any, metric: str, name: str = "points") -> np.ndarray:
             raise ValueError(f"haversine {name} must be (lat, lon) pairs, got dimension {pts.shape[1]}")
         if np.any(np.abs(pts[:, 0]) > 90) or np.any(np.abs(pts[:, 1]) > 180):
             raise ValueError(f"haversine {name} must be (lat, lon) in degrees: |lat| <= 90, |lon| <= 180")
-    elif pts.size:
+    if pts.shape[0] and pts.shape[1] == 0:
+        raise ValueError(f"{name} have no coordinates (shape {pts.shape})")
+    if pts.size:
         big = float(np.max(np.abs(pts)))
         if big > 1e150 / math.sqrt(pts.shape[1]):
             raise ValueError(f"{name} have coordinates up to {big:.3g}: their distances would overflow float64; "

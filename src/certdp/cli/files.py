@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from typing import Any
 
@@ -99,7 +100,7 @@ def perturb(file: str, input_path: str, seed: int | None, **owner: Any) -> None:
 
 def _index(text: str, line: int, n: int) -> int:
     t = text.strip()
-    if not t.lstrip("-").isdigit():
+    if not re.fullmatch(r"-?[0-9]+", t):    # ASCII digits: str.isdigit also takes '٣' and '１'
         raise ValueError(f"input line {line}: {t!r} is not a record index (an integer from 0 to {n - 1})")
     v = int(t)
     if not 0 <= v < n:
