@@ -162,3 +162,30 @@ def test_a_choice_is_accepted_exactly_when_the_registry_lists_it(small_for_check
 @pytest.fixture(scope="module")
 def small_for_checks():
     return build_space(grid(3, 3), epsilon=1.0, eta=1.5, seed=0)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda s: solve(s, "constopt", lambdas=None), "lambdas"),
+    (lambda s: solve(s, "constopt", lambdas={1: 2}), "lambdas"),
+    (lambda s: solve(s, ["lp"]), "unknown method"),
+    (lambda s: solve(s, "benders", seed=2**40), "seed"),
+    (lambda s: solve(s, "lp", tolerance=1e-11), "tolerance"),
+])
+def test_bad_options_are_refused_naming_the_option(call, match):
+    s = build_space(gaussian(8, 2, seed=1), epsilon=1.0, eta=1.5, n_outputs=4, seed=1)
+    with pytest.raises((TypeError, ValueError), match=match):
+        call(s)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(2, 9), method=st.sampled_from(["lp", "outputs", "optmech"]))
+def test_a_zero_cost_optimum_is_optimal_with_gap_zero(seed, n, method):
+    """One output costs nothing for every record, so the optimum is 0: a dual bound a hair
+    below 0 (-4e-16) read as an infinite gap and 'gap_limited'; every loss is >= 0, so the
+    bound is at least 0 and the run is optimal."""
+    rng = np.random.default_rng(seed)
+    cost = np.c_[np.zeros(n), rng.uniform(0.1, 1.0, (n, 2))]
+    s = Space(cost=cost, prior=rng.dirichlet(np.ones(n)), epsilon=float(rng.uniform(0.1, 3)), eta=1.0,
+              points=rng.uniform(0, 2, (n, 2)))
+    r = solve(s, method)
+    assert r.upper_bound == 0.0 and r.lower_bound == 0.0 and r.gap == 0.0 and r.status == "optimal"

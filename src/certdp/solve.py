@@ -26,7 +26,7 @@ from .family.constopt import constopt_mechanism, free_mask
 from .family.exponential import exponential_mechanism
 from .family.spanner import spanner_mechanism
 from .lp.executors import EXECUTORS
-from .lp.highs import SOLVERS
+from .lp.highs import MIN_TOLERANCE, SOLVERS
 from .mechanism import SolveResult
 from .pmo.benders import INITIAL_CUTS, VARIANTS, BendersConfig, solve_benders
 from .pmo.model import OBJECTIVES
@@ -59,6 +59,14 @@ def _positive(name: str, v: Any, space: Space) -> float:
     return V.positive_float(name, v)
 
 
+def _tolerance(name: str, v: Any, space: Space) -> float:
+    t = V.positive_float(name, v)
+    if t < MIN_TOLERANCE:
+        raise ValueError(f"{name} must be at least {MIN_TOLERANCE:g} (HiGHS's smallest feasibility tolerance; "
+                         f"below it HiGHS keeps its own 1e-7), got {t!r}")
+    return t
+
+
 def _time_limit(name: str, v: Any, space: Space) -> float | None:
     return None if v is None else V.positive_float(name, v, allow_inf=True)
 
@@ -78,7 +86,8 @@ def _flag(name: str, v: Any, space: Space) -> bool:
 
 
 def _seed(name: str, v: Any, space: Space) -> int | None:
-    return None if v is None else V.int_in_range(name, v, 0)
+    # 2^32 - 1: the largest seed every consumer takes (scikit-learn's random_state among them)
+    return None if v is None else V.int_in_range(name, v, 0, 2**32 - 1)
 
 
 def _subsets(name: str, v: Any, space: Space) -> int:
@@ -86,7 +95,10 @@ def _subsets(name: str, v: Any, space: Space) -> int:
 
 
 def _r(name: str, v: Any, space: Space) -> int:
-    return V.int_in_range(name, v, 1, max(space.n_outputs - 1, 0))
+    if space.n_outputs < 2:
+        raise ValueError(f"ConstOPTMech needs at least 2 outputs (each row's {name} nearest others), got "
+                         f"{space.n_outputs}; with one output every mechanism is the same all-ones column")
+    return V.int_in_range(name, v, 1, space.n_outputs - 1)
 
 
 def parse_numbers(name: str, v: Any) -> tuple[float, ...]:
@@ -98,7 +110,13 @@ def parse_numbers(name: str, v: Any) -> tuple[float, ...]:
             v = [float(p) for p in parts]
         except ValueError:
             raise ValueError(f"{name} must be comma-separated numbers, e.g. 0.001,0.1,1; got {v!r}") from None
-    vals = [v] if isinstance(v, (int, float)) else list(v)
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        vals = [v]
+    elif isinstance(v, (list, tuple, np.ndarray)):
+        vals = list(np.ravel(v)) if isinstance(v, np.ndarray) else list(v)
+    else:
+        raise TypeError(f"{name} must be a number, a list of numbers or their comma-separated text, "
+                        f"got {type(v).__name__} {v!r}")
     if not vals:
         raise ValueError(f"{name} must hold at least one value")
     return tuple(V.nonneg_float(name, x) for x in vals)
@@ -181,8 +199,8 @@ def _choices(help: str, choices: tuple[str, ...]) -> Option:
 
 _SOLVER = "HiGHS algorithm"
 _TIME_LIMIT = Option(float, "wall-clock seconds (LP methods and decompositions)", _time_limit)
-_TOLERANCE = Option(float, "HiGHS feasibility tolerance (looser is faster; certification absorbs it, the gap "
-                           "shows it)", _positive)
+_TOLERANCE = Option(float, f"HiGHS feasibility tolerance, at least {MIN_TOLERANCE:g} (looser is faster; "
+                           "certification absorbs it, the gap shows it)", _tolerance)
 _REDUCE = Option(bool, "drop the implied mDP constraints before solving (exact)", _flag)
 _GAP = Option(float, "relative gap the result must be within to be 'optimal'", _positive)
 _ROUNDS = Option(int, "round limit", _count)
@@ -368,7 +386,7 @@ def _warnings(space: Space) -> list[str]:
 def check_options(method: str, options: Mapping[str, Any], space: Space) -> dict[str, Any]:
     """The options checked for ``method``: TypeError naming any option the method does not take,
     ValueError (or TypeError) naming any value it cannot use."""
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     m = METHODS[method]
     unknown = sorted(set(options) - set(m.options))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import sparse
 from scipy.sparse.csgraph import dijkstra
 
 from certdp import MDPGraph, Space, build_space, solve
@@ -55,14 +56,17 @@ def test_two_records_give_randomised_response(eps):
     assert res.lower_bound <= res.upper_bound
 
 
-def test_pdlp_result_is_certified_and_its_gap_is_true():
-    sp = build_space(gaussian(12, 2, seed=5), epsilon=2.0, eta=1.2, n_outputs=5, seed=5)
-    exact = solve(sp).upper_bound
-    res = solve(sp, solver="pdlp", tolerance=1e-5)
-    assert res.mechanism.verification.passed
-    assert res.status in ("optimal", "approximate", "gap_limited")
-    assert (res.status == "optimal") == (res.gap <= 1e-6)        # "optimal" only within the requested gap
-    assert res.lower_bound <= exact * (1 + 1e-7) + 1e-12 <= res.upper_bound * (1 + 1e-7) + 2e-12
+def test_a_tolerance_below_highs_range_is_refused_not_replaced():
+    """HiGHS refuses a feasibility tolerance below 1e-10 and keeps its own 1e-7, looser than
+    asked: the option is refused instead, in solve and in the model itself."""
+    from certdp.lp.highs import HighsLP
+
+    sp = build_space(gaussian(8, 2, seed=5), epsilon=2.0, eta=1.2, n_outputs=3, seed=5)
+    with pytest.raises(ValueError, match="at least 1e-10"):
+        solve(sp, tolerance=1e-11)
+    with pytest.raises(ValueError, match="tolerance"):
+        HighsLP(np.ones(1), sparse.csr_matrix(np.ones((1, 1))), np.zeros(1), np.ones(1), np.zeros(1), np.ones(1),
+                tolerance=1e-12)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

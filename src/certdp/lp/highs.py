@@ -48,7 +48,9 @@ def _make_first_model_quietly() -> None:
 
 _make_first_model_quietly()
 
-SOLVERS = ("simplex", "ipm", "pdlp")
+SOLVERS = ("simplex", "ipm")
+#: HiGHS's smallest primal and dual feasibility tolerance.
+MIN_TOLERANCE = 1e-10
 INF = highspy.kHighsInf
 
 _STATUS = {
@@ -111,7 +113,7 @@ class LPSolution:
         col_dual: column reduced costs.
         objective: primal objective value reported by HiGHS.
         primal_feasible: whether HiGHS reports the primal solution feasible.
-        iterations: simplex (or IPM / PDLP) iterations.
+        iterations: simplex (or IPM) iterations.
         seconds: wall time of the solve.
     """
 
@@ -132,18 +134,17 @@ def _configure(h: highspy.Highs, *, solver: str, tolerance: float,
     if solver == "simplex":
         h.setOptionValue("solver", "simplex")
         h.setOptionValue("simplex_strategy", 1)  # dual simplex
-    elif solver == "ipm":
+    else:
         h.setOptionValue("solver", "ipm")
         h.setOptionValue("run_crossover", "on")
-    else:
-        h.setOptionValue("solver", "pdlp")
     h.setOptionValue("presolve", "on" if presolve else "off")
-    h.setOptionValue("primal_feasibility_tolerance", float(tolerance))
-    h.setOptionValue("dual_feasibility_tolerance", float(tolerance))
+    for option in ("primal_feasibility_tolerance", "dual_feasibility_tolerance"):
+        # HiGHS refuses a value out of its range and keeps its own 1e-7 (looser than asked)
+        if h.setOptionValue(option, float(tolerance)) != highspy.HighsStatus.kOk:
+            raise ValueError(f"tolerance must be in HiGHS's range for {option} (at least "
+                             f"{MIN_TOLERANCE:g}), got {tolerance!r}")
     if solver == "ipm":
         h.setOptionValue("ipm_optimality_tolerance", max(float(tolerance), 1e-12))
-    if solver == "pdlp":
-        h.setOptionValue("pdlp_optimality_tolerance", max(float(tolerance), 1e-10))
 
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf)"
@@ -185,7 +186,7 @@ class HighsLP:
         row_upper: upper bounds of the rows.
         col_lower: lower bounds of the variables.
         col_upper: upper bounds of the variables.
-        solver: 'simplex' (dual simplex), 'ipm' (interior point with crossover) or 'pdlp'.
+        solver: 'simplex' (dual simplex) or 'ipm' (interior point with crossover).
         time_limit: seconds per solve (of wall-clock time: HiGHS's own limit counts the time of
             every run of a model, so it is set afresh before each one), or None.
         tolerance: primal and dual feasibility tolerance (HiGHS accepts down to 1e-10).
@@ -418,7 +419,7 @@ class HighsLP:
             raise Interrupted("HiGHS was stopped: the process is stopping")
         status = _STATUS.get(ms, f"error: {self.h.modelStatusToString(ms)}")
         info = self.h.getInfo()
-        iters = int(info.simplex_iteration_count) + int(info.ipm_iteration_count) + int(info.pdlp_iteration_count)
+        iters = int(info.simplex_iteration_count) + int(info.ipm_iteration_count)
         primal_ok = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
         x = row_dual = col_dual = None
         if status == "optimal" or primal_ok:

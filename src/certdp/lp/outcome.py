@@ -27,8 +27,8 @@ class Status(StrEnum):
     stalled          yes               yes              a decomposition's bounds stopped moving
     failed           yes               yes              the solver failed numerically on a part;
                                                         the best certified point so far
-    approximate      yes               yes              the solver stopped at its own tolerance
-                                                        (e.g. PDLP)
+    approximate      yes               yes              the solver stopped with a feasible point
+                                                        but no optimality claim (status 'unknown')
     heuristic        yes               no               no optimality claim (ExpMech, ConstOPT,
                                                         SpannerMech): ``lower_bound`` is None
     estimated        no                no               a sampled mechanism (Madlib, planar
@@ -77,6 +77,14 @@ def relative_gap(upper: float, lower: float | None) -> float | None:
     if upper == 0:
         return 0.0 if lower >= 0 else math.inf
     return max(0.0, (upper - lower) / abs(upper))
+
+
+def loss_bound(lower: float, upper: float) -> float:
+    """A rigorous lower bound on a loss, tightened by what every loss here is: at least 0 (costs
+    and prior are validated non-negative; a bound from LP duals can come out at -4e-16, which
+    made a zero-cost optimum read as an infinite gap) and at most the certified ``upper``
+    (rounding can only make a bound a hair high)."""
+    return min(max(lower, 0.0), upper)
 
 
 def fmt_gap(gap: float | None) -> str:

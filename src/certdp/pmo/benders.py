@@ -43,7 +43,7 @@ from ..lp.benders import BlockResult, BlockSpec, MasterSpec, benders
 from ..lp.benders import elastic as elastic_block
 from ..lp.executors import make_runner
 from ..lp.highs import INF
-from ..lp.outcome import SolverLimitError, Status, relative_gap, round_message
+from ..lp.outcome import SolverLimitError, Status, loss_bound, relative_gap, round_message
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress, ProgressEvent, bounds_line, report
 from ..space import Space
@@ -481,7 +481,7 @@ def _result(space: Space, dec: PMODecomposition, part: Partition, out: Any, edge
                                      subsets=subsets)
     t_cert = time.perf_counter() - t0
     upper = float(np.sum(wc * mech.matrix))
-    lower = min(out.lower_bound * scale, upper)
+    lower = loss_bound(out.lower_bound * scale, upper)
     all_e = space.neighbor_pairs[0]
     stats: dict[str, Any] = {
         "n_records": N, "n_outputs": K, "variant": variant, "partition": part.stats(edges), "subsets": part.n_subsets,

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..graph import MDPGraph
 from ..lp.highs import INF, HighsLP, LPSolution
-from ..lp.outcome import SolverLimitError, Status, fmt_gap, relative_gap
+from ..lp.outcome import SolverLimitError, Status, fmt_gap, loss_bound, relative_gap
 from ..measures import worst_case_loss
 from ..mechanism import Mechanism, SolveResult
 from ..progress import Progress, report
@@ -109,7 +109,7 @@ def _solve_component(space: Space, graph: MDPGraph, implied: np.ndarray, members
             raise SolverLimitError(
                 f"HiGHS stopped with status {sol.status!r} on a component of {len(members)} records "
                 "before finding a feasible solution; raise time_limit or use method='outputs'")
-        # stopped early with a usable point (e.g. PDLP at its tolerance): the certified
+        # stopped early with a usable point (a limit, or HiGHS's 'unknown'): the certified
         # matrix and the Lagrangian bound still give a true gap
         run.status = Status(sol.status) if sol.status in ("time_limit", "iteration_limit") else Status.APPROXIMATE
     m = len(members)
@@ -175,7 +175,7 @@ def solve_monolithic(space: Space, *, objective: str = "expected", solver: str =
     else:
         upper = float(np.sum(wc * mech.matrix))
         lp_value = float(np.sum(wc * np.clip(Z, 0, None)))
-    lb = min(run.lower, upper) if math.isfinite(run.lower) else None   # rounding can only make it a hair high
+    lb = loss_bound(run.lower, upper) if math.isfinite(run.lower) else None
     true_gap = relative_gap(upper, lb)
     status = run.status
     if status is Status.OPTIMAL and (true_gap is None or true_gap > gap):

@@ -62,7 +62,7 @@ from ...audit import BLOCK
 from ...graph import MDPGraph
 from ...lp.dense import ColumnStore, single_threaded_blas
 from ...lp.executors import EXECUTORS, start_worker_server
-from ...lp.outcome import Status, relative_gap, round_message
+from ...lp.outcome import Status, loss_bound, relative_gap, round_message
 from ...mechanism import Mechanism, SolveResult
 from ...progress import Progress, bounds_line, report
 from ...space import Space
@@ -241,7 +241,7 @@ def _result(loop: PricingLoop, space: Space, status: Status, it: int, history: l
     mech, cert = Mechanism.certified(space, up.best, method="outputs")
     up.seconds["cert"] += time.perf_counter() - t0
     upper_bound = float(np.sum(loop.C * mech.matrix)) * loop.scale
-    lower = min(loop.lb * loop.scale, upper_bound)
+    lower = loss_bound(loop.lb * loop.scale, upper_bound)
     all_e = space.neighbor_pairs[0]
     N, K = space.n_records, space.n_outputs
     stats = {"n_records": N, "n_outputs": K, "columns": loop.master.n_cols, "edges": len(all_e),
