@@ -351,7 +351,7 @@ def run_case(case: Case, d: Path) -> tuple[int, str, list[str]]:
 
 def judge(case: Case, code: int, output: str, created: list[str]) -> str:
     """'ok', or what is wrong with the outcome."""
-    if "Traceback" in output:
+    if "Traceback (most recent call last)" in output:
         return "traceback"
     if code != case.code:
         return f"exit {code}, expected {case.code}"

@@ -114,7 +114,7 @@ def _one_error_line(o: Outcome) -> bool:
 
 def judge(case: Case, o: Outcome, d: Path) -> str:
     """The outcome class of a run (one of GOOD or BAD, with a reason after ': ' when bad)."""
-    if o.exception is not None or "Traceback" in o.stdout + o.stderr:
+    if o.exception is not None or "Traceback (most recent call last)" in o.stdout + o.stderr:
         return f"traceback: {type(o.exception).__name__}: {str(o.exception)[:200]}"
     if o.leftovers:
         return f"partial file: {o.leftovers}"
