@@ -115,12 +115,14 @@ def _candidate_pairs(metric: str, points: np.ndarray | None, n: int, radius: flo
 
 
 def _tree_pairs(tree: cKDTree, r: float) -> np.ndarray:
-    """The pairs within ``r`` in ``tree``, counted first (without building them) so that a set
-    too large for memory (every record at one point) is refused before it is built."""
+    """The pairs within ``r`` in ``tree``. Where even every pair of its records might not fit
+    in memory they are counted first (without building them: 0.5-1 times the search's own
+    time) so that a set too large (every record at one point) is refused before it is built."""
     n = tree.n
-    pairs = (int(tree.count_neighbors(tree, r)) - n) // 2
-    V.fits_in_memory(f"the {pairs:,} pairs of {n:,} records within eta", PAIR_BYTES * pairs,
-                     "protect fewer pairs (a smaller eta) or use fewer records")
+    if PAIR_BYTES * n * (n - 1) / 2 > V.memory_limit():
+        pairs = (int(tree.count_neighbors(tree, r)) - n) // 2
+        V.fits_in_memory(f"the {pairs:,} pairs of {n:,} records within eta", PAIR_BYTES * pairs,
+                         "protect fewer pairs (a smaller eta) or use fewer records")
     return tree.query_pairs(r, output_type="ndarray")
 
 

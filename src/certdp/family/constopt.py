@@ -369,6 +369,10 @@ class _Sweep:
         return sol, model, warm
 
 
+#: What a lambda whose optimum is the previous lambda's takes from that one's sweep record.
+_REUSED = ("worst_case_loss", "quantile_loss", "lp_objective", "lp_worst_case_loss", "certify_mixing", "max_row_sum")
+
+
 def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
                        select: str = "worst", q: float = 0.95, solver: str = "auto",
                        time_limit: float | None = None, tolerance: float = 1e-9,
@@ -427,11 +431,7 @@ def constopt_mechanism(space: Space, *, r: int | None = None, lambdas: Sequence[
     for lam in sorted(lambdas):
         prev = run.prev
         if prev is not None and prev[1] - 1.0 <= 1e-9:
-            sweep.append({"lambda": lam, "worst_case_loss": sweep[-1]["worst_case_loss"],
-                          "quantile_loss": sweep[-1]["quantile_loss"], "lp_objective": sweep[-1]["lp_objective"],
-                          "lp_worst_case_loss": sweep[-1]["lp_worst_case_loss"],
-                          "certify_mixing": sweep[-1]["certify_mixing"],
-                          "max_row_sum": sweep[-1]["max_row_sum"], "iterations": 0,
+            sweep.append({"lambda": lam, **{k: sweep[-1][k] for k in _REUSED}, "iterations": 0,
                           "reused": f"rows of the lambda={prev[0]} optimum sum to 1"})
             report(progress, "lambda", f"lambda={lam}: the lambda={prev[0]} optimum has stochastic rows, "
                    "so it is optimal here too")
