@@ -137,6 +137,13 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
+#: Entries per block of a scan whose whole array would not fit (an mDP pair's direction x an
+#: output in the audit, certification and the row repairs of :mod:`certdp.pmo.upper`; a row of
+#: path distances or of squared distances elsewhere): a float array of a block is 16 MB, where
+#: a whole scan at 10,000 records with 200 neighbours and 100 outputs is 1.6 GB an array.
+BLOCK = 2_000_000
+
+
 @functools.lru_cache(maxsize=1)
 def memory_limit() -> int:
     """Bytes of memory this process may use: the machine's physical memory, or the container's

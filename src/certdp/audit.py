@@ -172,11 +172,8 @@ def violated(X: np.ndarray, Y: np.ndarray, ed: np.ndarray) -> np.ndarray:
     return ~ok
 
 
-#: Entries (an mDP pair's direction x an output) per block of the scans over every pair and
-#: output (this audit, certification, the row repairs of :mod:`certdp.pmo.upper`): a float array
-#: of a block is 16 MB, where a whole scan at 10,000 records with 200 neighbours and 100 outputs
-#: is 1.6 GB an array.
-BLOCK = 2_000_000
+#: Entries per block of the scans over every pair and output (:data:`certdp._validate.BLOCK`).
+BLOCK = V.BLOCK
 
 
 def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,

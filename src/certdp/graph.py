@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, dijkstra
 
+from ._validate import BLOCK
 from .space import Space
 
 
@@ -104,7 +105,7 @@ class MDPGraph:
         # Path distances up to the longest edge: any path that can imply an edge is that short,
         # so only those entries matter. Kept sparse (missing = longer than dmax or i itself).
         rows = []
-        step = max(1, 2_000_000 // max(self.n, 1))
+        step = max(1, BLOCK // max(self.n, 1))
         for s in range(0, self.n, step):
             D = self.path_distances(np.arange(s, min(s + step, self.n)), limit=dmax)
             D[~np.isfinite(D)] = 0.0

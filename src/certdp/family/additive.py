@@ -96,7 +96,7 @@ class _Nearest:
         if self.tree is not None:
             return self.tree.query(q)[1].astype(np.int64)
         res = np.empty(len(q), dtype=np.int64)
-        step = max(1, 2_000_000 // max(len(self.outs), 1))
+        step = max(1, V.BLOCK // max(len(self.outs), 1))
         for s in range(0, len(q), step):
             block = q[s:s + step]
             d2 = self.sq[None, :] - 2.0 * block @ self.outs.T

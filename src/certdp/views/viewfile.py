@@ -33,6 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .._io import atomic_target, load_json
+from .._validate import BLOCK
 
 FORMAT = "certdp-view/2"
 
@@ -231,7 +232,7 @@ def _find_cut(lo: np.ndarray, hi: np.ndarray) -> tuple[int, int] | None:
 def _tile_pairwise(lo: np.ndarray, hi: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray, fail) -> None:
     """Boxes pairwise disjoint, with volumes adding up to the region's (exact integers)."""
     n = lo.shape[0]
-    step = max(1, 2_000_000 // max(1, n * lo.shape[1]))
+    step = max(1, BLOCK // max(1, n * lo.shape[1]))
     for a in range(0, n, step):
         ov = np.all((np.minimum(hi[a:a + step, None, :], hi[None, :, :])
                      > np.maximum(lo[a:a + step, None, :], lo[None, :, :])), axis=2)
