@@ -181,7 +181,7 @@ def _domain_property(folder: Path, tmp: Path, text: str, cols: list[str]) -> Non
     for j, c in enumerate(cols):
         codes, base = _codes(TABLE[c].tolist(), doms[c])
         outside = sum(k is None for k in codes)
-        size = base + (1 if doms[c].get("overflow") is True or outside else 0)
+        size = base + 1                  # --overflow bin: every column has its bin, used or not
         assert v.shape[j] == size, (c, doms[c], v.shape)
         want = [sum(k == i for k in codes) for i in range(base)] + [outside] * (size - base)
         lo = np.zeros((size, len(cols)), dtype=np.int64)

@@ -46,7 +46,7 @@ def test_averaging_many_views_is_refused_past_the_total(tmp_path):
 
     led = tmp_path / "ledger.json"
     s = Session(df, 1.0, ledger=led)
-    views = [s.build_view("identity", 0.1, columns=["age", "sex"], domains=DOMS, rng=i) for i in range(10)]
+    views = [s.build_view("identity", 0.1, columns=["age", "sex"], domains=DOMS) for _ in range(10)]
     assert len(views) == 10 and s.spent == 1.0 and s.remaining == 0.0
     with pytest.raises(BudgetExceeded, match="before any noise"):
         s.build_view("identity", 0.1, columns=["age", "sex"], domains=DOMS)
@@ -55,6 +55,22 @@ def test_averaging_many_views_is_refused_past_the_total(tmp_path):
     with pytest.raises(BudgetExceeded):
         other.build_view("privtree", 0.01, columns=["sex"], domains=DOMS)
     assert [r["status"] for r in other.releases] == ["released"] * 10
+
+
+@pytest.mark.parametrize("kw,match", [(dict(method="identity", rng=7), "reproducible"),
+                                      (dict(method="identity", rng=np.random.default_rng(7)), "reproducible"),
+                                      (dict(method="privbayes"), "exact number of records")])
+def test_a_ledger_refuses_what_is_not_a_release(tmp_path, kw, match):
+    """Seeded noise (reproducible from the seed) and PrivBayes (numpy noise, the record count
+    exact) are not private releases: a ledger refuses to count them, before any charge."""
+    s = Session(_frame(), 1.0, ledger=tmp_path / "l.json")
+    with pytest.raises(ValueError, match=match):
+        s.build_view(epsilon=0.1, columns=["age", "sex"], domains=DOMS, **kw)
+    assert s.spent == 0 and s.releases == []
+    free = Session(_frame(), 1.0)                 # no ledger: an experiment may be seeded
+    if kw["method"] == "identity":
+        free.build_view(epsilon=0.1, columns=["age", "sex"], domains=DOMS, **kw)
+        assert free.spent == 0.1
 
 
 def test_a_refused_release_draws_no_noise_and_charges_nothing(tmp_path, monkeypatch):
@@ -118,7 +134,7 @@ def _charge_many(args):
     done = 0
     for i in range(40):
         try:
-            s.build_view("privtree", 0.05, columns=["age", "sex"], domains=DOMS, rng=seed * 100 + i)
+            s.build_view("privtree", 0.05, columns=["age", "sex"], domains=DOMS)
             done += 1
         except BudgetExceeded:
             pass
@@ -292,7 +308,9 @@ def test_cli_ledger_until_the_total_is_spent(tmp_path):
     assert len(rows) == 1 and rows[0]["spent"] == pytest.approx(1.0) and rows[0]["releases"] == 4
     for bad, match in [(["--total-budget", "1"], "--ledger"),
                        (["--ledger", str(led), "--accept-data-leak"], "accept-data-leak"),
-                       (["--ledger", str(tmp_path), "--total-budget", "1"], "ledger")]:
+                       (["--ledger", str(tmp_path), "--total-budget", "1"], "ledger"),
+                       (["--ledger", str(led), "--seed", "3"], "reproducible"),
+                       (["--ledger", str(led), "--method", "privbayes"], "exact number of records")]:
         args = ["view", "build", str(table), "--columns", "age,sex", "--domains", str(tmp_path / "d.json"),
                 "--out", str(tmp_path / "x.json"), *bad]
         res = r.invoke(main, args)
@@ -319,7 +337,7 @@ def test_ledger_file_is_never_left_half_written(tmp_path):
     led = tmp_path / "l.json"
     s = Session(_frame(), 10.0, ledger=led)
     for i in range(5):
-        s.build_view("identity", 0.1, columns=["sex"], domains=DOMS, rng=i)
+        s.build_view("identity", 0.1, columns=["sex"], domains=DOMS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["l.json", "l.json.lock"]
     assert len(Session(_frame(), ledger=led).releases) == 5
     os.chmod(tmp_path, 0o500)

@@ -155,7 +155,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
 
     With --ledger, the release is charged to the table's budget in that file before any noise
     is drawn (docs/views.md, "A budget across releases")."""
-    from ..views.build import build_view
+    from ..views.build import NOT_RELEASES, build_view
     from ..views.sampling import BACKEND
     from ..views.session import Session
     from ..views.tensor import CountTensor
@@ -167,6 +167,9 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
         V.int_in_range("--query-columns", query_columns, 1, 64)
         if total_budget is not None and ledger_file is None:
             raise ValueError("--total-budget needs --ledger FILE (the total is kept in the ledger)")
+        if seed is not None and ledger_file is not None:
+            raise ValueError("--seed makes the noise reproducible from the seed the view file records (an "
+                             "experiment, not a release), and a ledger counts releases: drop --seed or --ledger")
         if total_budget is not None:
             V.positive_float("--total-budget", total_budget)
         if accept_data_leak and ledger_file is not None:
@@ -191,7 +194,9 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
                 v = build_view(tensor, method, epsilon, seed, **params)
         secs = time.perf_counter() - t0
         v.params["seed"] = seed
-        v.params["sampler"] = BACKEND if seed is None else "numpy, seeded (an experiment, not a release)"
+        v.params["sampler"] = ("numpy, seeded (an experiment, not a release)" if seed is not None else
+                               f"numpy (not a release: {NOT_RELEASES[method]})"
+                               if method in NOT_RELEASES else BACKEND)
         written = v.save(target, degree=query_columns) if isinstance(v, MarginalView) else v.save(target)
     info = {"method": method, "columns": list(tensor.columns), "domain_cells": float(tensor.domain_size),
             "blocks": v.n_blocks, "epsilon": epsilon, "spent": v.spent, "seconds": secs, "seed": seed,

@@ -34,6 +34,11 @@ METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree
                                           "identity": identity, "hdmm": hdmm, "dawa": dawa,
                                           "privbayes": privbayes, "mst": mst, "aim": aim}
 
+#: Methods whose views are not private releases, and why: a ledger refuses to count them
+#: (:meth:`~certdp.views.session.Session.build_view`) and their files say so (``sampler``).
+NOT_RELEASES: dict[str, str] = {
+    "privbayes": "PrivBayes draws DataSynthesizer's numpy noise and keeps the exact number of records "
+                 "(a competitor for comparisons)"}
 EPSILON_RANGE = (1e-9, 1e6)
 """The epsilons a view is built with. Below 1e-9 a count's Laplace noise has a scale above 1e9
 (nothing of the data is left) and the methods' arithmetic leaves float64: at 1e-300 MST and AIM

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..randomness import RNGLike
 from .budget import BudgetExceeded
-from .build import build_view, check_epsilon, check_request
+from .build import NOT_RELEASES, build_view, check_epsilon, check_request
 from .ledger import Account, Ledger, LedgerError, check_total, table_digest
 from .tensor import CountTensor, Domain
 from .view import BlockView, DenseView, MarginalView, SampleView
@@ -124,7 +124,15 @@ class Session:
         """Check the request, charge ``epsilon`` to the table's budget, build the view.
 
         Raises :class:`~certdp.views.budget.BudgetExceeded`, before any noise is drawn, when
-        the table's releases would then spend more than its total."""
+        the table's releases would then spend more than its total; ``ValueError``, before the
+        charge, when a session with a ledger is asked for a build that is not a release: one
+        with ``rng`` (numpy's noise, reproducible from its seed) or by a method of
+        :data:`~certdp.views.build.NOT_RELEASES`."""
+        if self._ledger is not None and (rng is not None or method in NOT_RELEASES):
+            raise ValueError("a ledger counts releases, and this build is not one: "
+                             + ("its noise is reproducible from rng (numpy's generator, for experiments)"
+                                if rng is not None else NOT_RELEASES[method])
+                             + "; build it without a ledger")
         tensor = self.tensor(columns, domains, overflow=overflow)
         checked = check_request(tensor, method, epsilon, params)
         eps = check_epsilon(epsilon)

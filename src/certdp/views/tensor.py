@@ -9,7 +9,9 @@ Domains taken from the data itself leak information about the records (the set o
 present, the extremes). They are refused unless the caller passes ``accept_data_leak=True``,
 which emits a :class:`DataDerivedDomainWarning` naming the columns. A value outside its
 declared domain (or missing) is never dropped silently: ``overflow='refuse'`` (default) raises,
-``overflow='bin'`` counts it in an explicit ``<overflow>`` bin appended to that column.
+``overflow='bin'`` counts it in an explicit ``<overflow>`` bin appended to every column (to
+every one, whether or not a row lands in it: the domain is released with the view and must not
+depend on the records).
 """
 
 from __future__ import annotations
@@ -354,6 +356,10 @@ class CountTensor:
         final = []
         for j, c in enumerate(cols):
             d = doms[c]
+            if overflow == "bin":
+                # every column gets its bin, whether or not a row lands in it: the released domain
+                # is public and must not depend on the records
+                d = replace(d, overflow=True)
             code = d.encode(frame[c])
             out = code < 0
             if np.any(out):
@@ -362,7 +368,6 @@ class CountTensor:
                     example = frame[c].to_numpy()[np.flatnonzero(out)[0]]
                     raise ValueError(f"column {c!r}: {n_out} rows lie outside the declared domain (e.g. {example!r}); "
                                      "widen the domain or pass overflow='bin' (CLI: --overflow bin)")
-                d = replace(d, overflow=True)
                 code = np.where(out, d.size - 1, code)
             codes[:, j] = code
             final.append(d)
