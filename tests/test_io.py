@@ -227,3 +227,32 @@ def test_json_depth_is_linear_in_an_unclosed_string_of_escaped_quotes():
     assert _io.json_depth('"' + '\\"' * 1_000_000) == 0
     with pytest.raises(ValueError, match="not JSON|JSON"):
         _io.load_json('"' + '\\"' * 1_000_000, "a file")
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.dictionaries(st.text(alphabet="abc", min_size=1, max_size=2), _json_values, min_size=1, max_size=4),
+       data=st.data())
+def test_json_with_a_key_twice_in_one_object_is_refused(value, data):
+    """JSON keeps the last of two equal keys, so a file could read one way to another parser and
+    another way to certdp: an object that holds a key twice is refused, anywhere it nests."""
+    assert _io.load_json(json.dumps(value), "a file") == value
+    key = data.draw(st.sampled_from(sorted(value)))
+    text = json.dumps(value)
+    twice = "{" + json.dumps(key) + ": 0, " + text[1:]
+    with pytest.raises(ValueError, match="twice"):
+        _io.load_json(twice, "a file")
+    with pytest.raises(ValueError, match="twice"):
+        _io.load_json('{"x": [1, ' + twice + "]}", "a file")
+
+
+@settings(max_examples=100, deadline=None)
+@given(digits=st.integers(309, 2000), sign=st.sampled_from([1, -1]))
+def test_validators_refuse_integers_beyond_float_range_with_a_value_error(digits, sign):
+    """A JSON integer of hundreds of digits is a number float() cannot hold (OverflowError):
+    every validator refuses it as out of range instead."""
+    from certdp import _validate as V
+
+    big = sign * 10 ** digits
+    for check in (V.positive_float, V.finite_float, V.nonneg_float, V.open_unit):
+        with pytest.raises(ValueError):
+            check("x", big)

@@ -247,7 +247,8 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
 
     Raises ``ValueError`` naming ``what`` when the text is not JSON, when it nests deeper than
     ``max_depth`` (checked before parsing, so a hostile depth never reaches the recursive
-    parser), or, unless ``nonfinite``, when it holds NaN or Infinity, which JSON does not have
+    parser), when an object holds one key twice, or, unless ``nonfinite``, when it holds NaN or
+    Infinity, which JSON does not have
     (certdp's own metadata writes an infinite eta as ``Infinity``, as Python's json does)."""
     if isinstance(text, bytes):
         try:
@@ -261,7 +262,21 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
     def _no_constant(name: str) -> Any:
         raise ValueError(f"{what} holds {name}, which is not a JSON number")
 
+    def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json keeps the last of two equal keys: a file could show one value to a reader that
+        # takes the first and another to certdp
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for k, _ in pairs:
+                if k in seen:
+                    raise ValueError(f"{what} holds the key {k!r} twice in one object")
+                seen.add(k)
+        return out
+
     try:
-        return json.loads(text) if nonfinite else json.loads(text, parse_constant=_no_constant)
+        if nonfinite:
+            return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None

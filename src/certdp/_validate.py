@@ -20,11 +20,20 @@ except ImportError:   # not on Windows: no address-space limit to read
 import numpy as np
 
 
+def _float(value: Any) -> float:
+    """``float(value)``, with an integer beyond float64's range read as +-inf (``float`` raises
+    OverflowError for it: a 400-digit JSON integer), so that the range checks refuse it."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def positive_float(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Return ``value`` as a float after checking that it is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    v = float(value)
+    v = _float(value)
     if math.isnan(v):
         raise ValueError(f"{name} must be > 0, got NaN")
     if math.isinf(v) and not (allow_inf and v > 0):
@@ -38,7 +47,7 @@ def finite_float(name: str, value: Any) -> float:
     """Return ``value`` as a float after checking that it is a finite number."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    v = float(value)
+    v = _float(value)
     if not math.isfinite(v):
         raise ValueError(f"{name} must be a finite number, got {v}")
     return v
@@ -48,7 +57,7 @@ def nonneg_float(name: str, value: Any) -> float:
     """Return ``value`` as a float after checking that it is a finite number >= 0."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    v = float(value)
+    v = _float(value)
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"{name} must be finite and >= 0, got {v}")
     return v
@@ -58,7 +67,7 @@ def open_unit(name: str, value: Any, *, upper_closed: bool = False) -> float:
     """Return ``value`` as a float after checking it lies in (0, 1) (or (0, 1])."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    v = float(value)
+    v = _float(value)
     ok = (0.0 < v <= 1.0) if upper_closed else (0.0 < v < 1.0)
     if not ok:
         allowed = "(0, 1]" if upper_closed else "(0, 1)"

@@ -263,3 +263,23 @@ def test_generated_build_arguments(folder, tmp_path, args):
 @settings(max_examples=1000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_generated_build_arguments_many(folder, tmp_path, args):
     _args_property(folder, tmp_path, args)
+
+
+@pytest.mark.parametrize("method", ["ripost", "hdpview", "privtree", "identity"])
+def test_a_domain_beyond_float_range_is_built_or_refused_in_one_line(tmp_path, method):
+    """160 columns of 100 bins: 10^320 cells, past float64. The decomposition methods build (the
+    count is printed as 10^320; PrivTree halves one axis at a time past 16), the dense ones
+    refuse; none leaves a traceback or a warning."""
+    cols = [f"c{i}" for i in range(160)]
+    rng = np.random.default_rng(0)
+    pd.DataFrame(rng.integers(0, 100, (5, 160)), columns=cols).to_csv(tmp_path / "t.csv", index=False)
+    (tmp_path / "d.json").write_text(json.dumps({c: {"low": 0, "high": 100, "bins": 100} for c in cols}))
+    out = tmp_path / "v.json"
+    res = _run(["view", "build", str(tmp_path / "t.csv"), "--columns", ",".join(cols), "--domains",
+                str(tmp_path / "d.json"), "--method", method, "--epsilon", "1", "--out", str(out)])
+    assert "Traceback" not in res.output and "Warning" not in res.output, res.output
+    if method == "identity":
+        assert res.exit_code == 2 and "10^320 cells" in res.output and not out.exists()
+    else:
+        assert res.exit_code == 0 and "10^320 cells" in res.output, res.output
+        assert load_view(out).shape == (100,) * 160

@@ -310,6 +310,7 @@ def test_cli_ledger_until_the_total_is_spent(tmp_path):
                        (["--ledger", str(led), "--accept-data-leak"], "accept-data-leak"),
                        (["--ledger", str(tmp_path), "--total-budget", "1"], "ledger"),
                        (["--ledger", str(led), "--seed", "3"], "reproducible"),
+                       (["--ledger", str(led), "--out", str(led)], "names the ledger"),
                        (["--ledger", str(led), "--method", "privbayes"], "exact number of records")]:
         args = ["view", "build", str(table), "--columns", "age,sex", "--domains", str(tmp_path / "d.json"),
                 "--out", str(tmp_path / "x.json"), *bad]

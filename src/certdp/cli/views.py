@@ -176,6 +176,9 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
             raise ValueError("--accept-data-leak releases the domains outside any budget; it cannot be used with "
                              "--ledger (declare the domains with --domains)")
         target = out_path
+        if ledger_file is not None and Path(target).resolve() == Path(ledger_file).resolve():
+            raise ValueError("--out names the ledger file: the view would replace the ledger and the charges it "
+                             "holds; write the view elsewhere")
         cols = _columns(columns)
         frame, doms = _load_frame(table, domains_file, names, preset)
         doms = {c: d for c, d in doms.items() if c in cols}
@@ -198,7 +201,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
                                f"numpy (not a release: {NOT_RELEASES[method]})"
                                if method in NOT_RELEASES else BACKEND)
         written = v.save(target, degree=query_columns) if isinstance(v, MarginalView) else v.save(target)
-    info = {"method": method, "columns": list(tensor.columns), "domain_cells": float(tensor.domain_size),
+    info = {"method": method, "columns": list(tensor.columns), "domain_cells": tensor.domain_size,
             "blocks": v.n_blocks, "epsilon": epsilon, "spent": v.spent, "seconds": secs, "seed": seed,
             "sampler": v.params["sampler"], "out": str(written)}
     if session is not None:
@@ -207,7 +210,7 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
     if as_json:
         click.echo(json.dumps(info))
         return
-    out.print(f"{method} view of {len(tensor.columns)} columns ({tensor.domain_size:.3g} cells): "
+    out.print(f"{method} view of {len(tensor.columns)} columns ({tensor.cells_text} cells): "
               f"{v.n_blocks} blocks, spent {v.spent:.6g} of epsilon {epsilon:g}, {secs:.2f} s -> {written}",
               markup=False, highlight=False)
     if session is not None:
@@ -311,7 +314,7 @@ def view_compare(table, columns, domains_file, names, preset, accept_data_leak, 
         return
     for msg in skipped:
         err.print(msg)
-    t = Table(title=f"{len(tensor.columns)} columns, {tensor.domain_size:.3g} cells, eps={epsilon:g}, "
+    t = Table(title=f"{len(tensor.columns)} columns, {tensor.cells_text} cells, eps={epsilon:g}, "
                     f"{queries} queries on {query_columns} columns, {reps} reps")
     for c in ("method", "RMSE", "± sd", "R-RMSE", "blocks", "sec", "spent"):
         t.add_column(c, justify="left" if c == "method" else "right")

@@ -101,7 +101,7 @@ def compare_views(tensor: CountTensor, methods: Sequence[str], epsilon: float = 
         limit = params.get(m, {}).get("max_cells", default)
         if m in names and len(names) > 1 and tensor.domain_size > limit:
             names.remove(m)
-            skipped[m] = f"{tensor.domain_size:.3g} cells, above its limit of {limit:,}"
+            skipped[m] = f"{tensor.cells_text} cells, above its limit of {limit:,}"
     reps = V.int_in_range("reps", reps, 1)
     g = as_generator(rng)
     work = Workload.random(tensor.shape, queries, qcols, g)

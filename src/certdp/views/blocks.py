@@ -27,8 +27,10 @@ METRICS = ("min", "ae", "sum")
 
 
 def volume(lo: np.ndarray, hi: np.ndarray) -> float:
-    """Number of cells of ``[lo, hi)`` as a float (exact up to 2^53, then 16 significant digits)."""
-    return float(np.prod((hi - lo).astype(np.float64)))
+    """Number of cells of ``[lo, hi)`` as a float (exact up to 2^53, then 16 significant digits,
+    and inf past float64's range: 160 columns of 100 bins)."""
+    with np.errstate(over="ignore"):
+        return float(np.prod((hi - lo).astype(np.float64)))
 
 
 def aggregation_error(x: np.ndarray, vol: float) -> float:
@@ -81,7 +83,7 @@ def cut_scores(coords: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     sides = (hi - lo).astype(np.int64)
     sizes_f = sides.astype(np.float64)
-    vol = float(np.prod(sizes_f))
+    vol = volume(lo, hi)
     S = float(x.sum())
     n = x.size
     xf = x.astype(np.float64)

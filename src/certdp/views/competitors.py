@@ -49,7 +49,7 @@ def dense_counts(tensor: CountTensor, method: str, max_cells: int) -> np.ndarray
     refused with a clear error above ``max_cells`` cells."""
     cells = tensor.domain_size
     if cells > max_cells:
-        raise ValueError(f"{method} must materialise all {cells:.3g} cells of the domain, above max_cells="
+        raise ValueError(f"{method} must materialise all {tensor.cells_text} cells of the domain, above max_cells="
                          f"{max_cells:,}; use fewer or coarser columns, or a decomposition method")
     dense = np.zeros(tensor.shape)
     dense[tuple(tensor.coords.T)] = tensor.counts
@@ -69,14 +69,23 @@ def identity(tensor: CountTensor, epsilon: float = 0.1, max_cells: int = MAX_IDE
                      noise=LeafLaplace(np.asarray(1.0 / eps)))
 
 
-def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fanout: str = "all",
+#: ``fanout='auto'`` halves every axis up to this many cuttable axes, one at a time past it: a
+#: split into 2^d children at d = 22 binary columns made 4 million blocks and ran out of memory
+#: (3.4 GB) before its first level ended; paper 004's comparisons (7-14 columns) stay below it.
+MAX_QUADTREE_AXES = 16
+
+
+def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fanout: str = "auto",
              rng: RNGLike = None) -> BlockView:
     """PrivTree (see the module docstring). ``fanout='all'`` halves every axis that can still be
     cut (the quadtree generalisation of the original, used in the RIPOST and HDPView
-    comparisons; beta = 2^d); ``'binary'`` halves one axis at a time, round-robin (beta = 2)."""
+    comparisons; beta = 2^d); ``'binary'`` halves one axis at a time, round-robin (beta = 2);
+    ``'auto'`` is 'all' up to :data:`MAX_QUADTREE_AXES` cuttable axes and 'binary' past it."""
     eps = V.positive_float("epsilon", epsilon)
     th = float(theta)
-    V.choice("fanout", fanout, ("all", "binary"))
+    V.choice("fanout", fanout, ("auto", "all", "binary"))
+    if fanout == "auto":
+        fanout = "all" if sum(s > 1 for s in tensor.shape) <= MAX_QUADTREE_AXES else "binary"
     gen = None if rng is None else as_generator(rng)
     eps_tree = eps_leaf = eps / 2
     coords, counts = tensor.coords, tensor.counts.astype(np.float64)
@@ -127,8 +136,7 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
     gen = None if rng is None else as_generator(rng)
     eps_r, eps_p = eps * r, eps * (1 - r)
     th = 1.0 / eps_p if theta is None else float(theta)
-    n_cells = float(tensor.domain_size)
-    kappa = max(1, int(math.ceil(math.log2(max(n_cells, 2.0)) * bt)))
+    kappa = max(1, int(math.ceil(math.log2(max(tensor.domain_size, 2)) * bt)))   # log2 of any int
     eps_cut = (1 - g) * eps_r / kappa
     test = BiasedTest.on_ae(g * eps_r, th, a)
     lam, delta = test.scale, test.delta

@@ -112,7 +112,7 @@ def noise_from_dict(d: Any, epsilon: float, n_leaves: int, shape: tuple[int, ...
     floor = (1.0 / epsilon) * (1 - 1e-9)
     try:
         scale = np.array(d.get("scale"), dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise fail("the noise model's scale must be a number or a list of numbers") from None
     if isinstance(d.get("scale"), bool) or scale.ndim > 1 or scale.size == 0 or not np.all(scale <= MAX_MAGNITUDE):
         raise fail(f"the noise model's scale must be a number or a list of numbers, finite and at most "
@@ -133,7 +133,7 @@ def noise_from_dict(d: Any, epsilon: float, n_leaves: int, shape: tuple[int, ...
     for n, f in zip(shape, raw):
         try:
             p = np.array(f, dtype=np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise fail("a kronecker factor must be a matrix of numbers") from None
         if p.ndim != 2 or p.shape[0] != n or p.shape[1] < n or not np.all(np.abs(p) <= MAX_MAGNITUDE):
             raise fail(f"a kronecker factor must be a {n} x m matrix (m >= {n}) of numbers of magnitude at most "

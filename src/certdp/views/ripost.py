@@ -51,7 +51,7 @@ import numpy as np
 from .. import _validate as V
 from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator
-from .blocks import aggregation_error, cut_scores
+from .blocks import aggregation_error, cut_scores, volume
 from .budget import BudgetNode, PrivacyBudget
 from .noise import LeafLaplace
 from .sampling import add_laplace, exponential_choice, laplace_release, laplace_release_many
@@ -132,8 +132,8 @@ class Block:
     depth: int = 1
 
     def cells(self) -> float:
-        """The number of cells in the box."""
-        return float(np.prod((self.hi - self.lo).astype(np.float64)))
+        """The number of cells in the box (:func:`~certdp.views.blocks.volume`)."""
+        return volume(self.lo, self.hi)
 
 
 def split_block(b: Block, axis: int, pos: int, coords: np.ndarray) -> tuple[Block, Block]:

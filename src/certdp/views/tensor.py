@@ -260,6 +260,12 @@ def _value_set(name: str, values: Any) -> tuple[Any, ...]:
                          "label: 1, 1.0 and True are one value, 1 and '1' one label)")
     if OVERFLOW in {str(v) for v in out}:
         raise ValueError(f"column {name!r}: {OVERFLOW!r} is reserved for the overflow bin")
+    unqueryable = [v for v in out if "," in str(v) or str(v) != str(v).strip()]
+    if unqueryable:
+        # a query names values by label, separated by commas and stripped of spaces: 'a,b' would
+        # be read as a and b, ' a' as 'a'
+        raise ValueError(f"column {name!r}: the value {unqueryable[0]!r} holds a comma or leading or trailing "
+                         "spaces, which a query cannot name; rename it in the table and the domain"[:300])
     return tuple(out)
 
 
@@ -299,8 +305,15 @@ class CountTensor:
 
     @property
     def domain_size(self) -> int:
-        """Number of cells (a Python int: it can exceed 2^63)."""
+        """Number of cells (a Python int: it can exceed 2^63, and float64's range)."""
         return math.prod(self.shape)
+
+    @property
+    def cells_text(self) -> str:
+        """The number of cells for messages: ``1.23e+45``, or ``10^400`` past float64's range
+        (where ``format(n, '.3g')`` raises OverflowError)."""
+        n = self.domain_size
+        return f"{n:.3g}" if n < 1e308 else f"10^{len(str(n)) - 1}"
 
     @property
     def total(self) -> int:

@@ -509,8 +509,16 @@ def _read_header(f: Fields) -> dict[str, Any]:
             "params": f.mapping("params"), "ledger": {str(k): float(v) for k, v in ledger.items()}}
 
 
+#: Block-view methods that record no noise model (DAWA's estimates are weighted least squares
+#: over its buckets). Every other one must: its scales are what checks the epsilon it claims.
+NO_NOISE_MODEL = frozenset({"dawa"})
+
+
 def _read_blocks(f: Fields, head: dict[str, Any]) -> BlockView:
     f.only(_HEADER | {"noise_model", "lo", "hi", "values"})
+    if f.get("noise_model") is None and head["method"] not in NO_NOISE_MODEL:
+        raise f.fail(f"a view of method {head['method']!r} records its noise model, whose scales bound the epsilon it "
+                     "claims; this file has none")
     doms = head["domains"]
     shape = tuple(dm.size for dm in doms)
     lo = f.array("lo", f.get("lo"), "i", 2)
