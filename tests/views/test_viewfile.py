@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from certdp.cli import main
@@ -363,3 +363,27 @@ def test_a_published_view_is_queried_from_the_file_alone(tmp_path):
     assert list(rows[0]) == ["query", "estimate", "std"]
     assert np.allclose([x["estimate"] for x in rows], want["estimate"])
     assert sorted(p.name for p in reader.iterdir()) == ["view.json"]
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(d=st.integers(1, 12), big=st.sampled_from([1.0, 1e5, 1e15]))
+@example(d=12, big=1e15)
+def test_query_json_is_json_when_the_noise_overflows(tmp_path_factory, d, big):
+    """A file's noise factors within the documented bound (<= 1e15) can still make a query's
+    variance overflow: `view query --json` then gives null, never Infinity (not JSON)."""
+    import itertools
+
+    from certdp.views.viewfile import content_digest
+
+    cells = list(itertools.product([0, 1], repeat=d))
+    f = {"format": "certdp-view/2", "method": "hdmm", "epsilon": 1.0, "spent": 1.0, "params": {}, "ledger": {"hdmm": 1.0},
+         "domains": [{"name": f"c{i}", "values": [0, 1], "overflow": False} for i in range(d)],
+         "lo": [list(c) for c in cells], "hi": [[x + 1 for x in c] for c in cells], "values": [0.0] * len(cells),
+         "noise_model": {"kind": "kronecker-laplace", "scale": big, "factors": [[[big, big], [big, -big]]] * d}}
+    f["digest"] = content_digest(f)
+    path = tmp_path_factory.mktemp("kron") / "v.json"
+    path.write_text(json.dumps(f))
+    res = CliRunner().invoke(main, ["view", "query", str(path), "c0=0", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the JSON output"))
+    assert rows[0]["std"] is None or rows[0]["std"] > 0

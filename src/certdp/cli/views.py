@@ -229,22 +229,24 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
 def view_query(view_file, queries, as_json) -> None:
     """Answer range count queries such as "age=20..30 sex=Male" from a view file alone (no
     table, no domain file, no budget: the view is already private). One row per query: the
-    query, its estimate and the standard deviation of the estimate's noise (nan where the
-    method does not make it known)."""
+    query, its estimate and the standard deviation of the estimate's noise (nan, null in
+    --json, where the method does not make it known or it is past float64's range)."""
     from ..views.view import load_view
 
     with friendly_errors():
         answers = load_view(view_file).answer(list(queries))
-    rows = [{"query": q, "estimate": float(e), "std": None if math.isnan(sd) else float(sd)}
+    rows = [{"query": q, "estimate": float(e) if math.isfinite(e) else None,
+             "std": float(sd) if math.isfinite(sd) else None}
             for q, e, sd in zip(answers["query"], answers["estimate"], answers["std"])]
     if as_json:
-        click.echo(json.dumps(rows))
+        click.echo(json.dumps(rows, allow_nan=False))
         return
     t = Table(title=f"{len(rows)} queries on {view_file}")
     for c in ("query", "estimate", "std"):
         t.add_column(c, justify="left" if c == "query" else "right")
     for r in rows:
-        t.add_row(r["query"], fmt(r["estimate"], 6), fmt(r["std"], 3) if r["std"] is not None else "nan")
+        t.add_row(r["query"], fmt(r["estimate"], 6) if r["estimate"] is not None else "nan",
+                  fmt(r["std"], 3) if r["std"] is not None else "nan")
     print_table(t)
 
 

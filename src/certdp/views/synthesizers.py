@@ -64,8 +64,6 @@ def privbayes(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rng: R
     eps = V.positive_float("epsilon", epsilon)
     k = V.int_in_range("degree", degree, 1)
     require("DataSynthesizer", "synth", "the privbayes view method")
-    from DataSynthesizer.DataDescriber import DataDescriber
-    from DataSynthesizer.DataGenerator import DataGenerator
 
     if len(tensor.shape) < 2:
         raise ValueError("privbayes needs at least two columns (a Bayesian network over one has no edges)")
@@ -74,6 +72,24 @@ def privbayes(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rng: R
     n = int(tensor.counts.sum())
     budget = PrivacyBudget(eps)
     budget.root.charge(eps, "privbayes: network (eps/2) and conditionals (eps/2), DataSynthesizer")
+    try:
+        synth = _synthesize(tensor, names, eps, k, n, seed)
+    except MemoryError:
+        raise
+    except Exception as exc:    # DataSynthesizer's own failures (a one-row table divides by zero)
+        raise ValueError(f"privbayes (DataSynthesizer) failed on this table: {type(exc).__name__}: {exc}"[:500]) from None
+    cells, counts = np.unique(synth, axis=0, return_counts=True)
+    return SampleView(tensor.domains, cells.reshape(-1, len(names)), counts.astype(np.int64), "privbayes", eps,
+                      float(budget.spent()), {"degree": k, "records": n},
+                      {"privbayes": eps})
+
+
+def _synthesize(tensor: CountTensor, names: list[str], eps: float, k: int, n: int, seed: int) -> np.ndarray:
+    """DataSynthesizer's correlated attribute mode on the tensor's records: ``n`` synthetic
+    records, as cell indices."""
+    from DataSynthesizer.DataDescriber import DataDescriber
+    from DataSynthesizer.DataGenerator import DataGenerator
+
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), \
             _pool_without_fork():
         warnings.simplefilter("ignore", FutureWarning)        # DataSynthesizer's pandas idioms, not ours
@@ -90,8 +106,4 @@ def privbayes(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rng: R
         desc.save_dataset_description_to_file(str(d / "description.json"))
         gen = DataGenerator()
         gen.generate_dataset_in_correlated_attribute_mode(n, str(d / "description.json"), seed=seed)
-        synth = gen.synthetic_dataset[names].to_numpy(dtype=np.int64)
-    cells, counts = np.unique(synth, axis=0, return_counts=True)
-    return SampleView(tensor.domains, cells.reshape(-1, len(names)), counts.astype(np.int64), "privbayes", eps,
-                      float(budget.spent()), {"degree": k, "records": n},
-                      {"privbayes": eps})
+        return gen.synthetic_dataset[names].to_numpy(dtype=np.int64)
