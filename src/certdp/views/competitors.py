@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -98,7 +97,6 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
     lam, delta = test.scale, test.delta
     budget = PrivacyBudget(eps)
     budget.root.charge(eps_tree, "privtree: biased-convergence tree (whole tree, Zhang et al. Thm. 3.1)")
-    t0 = time.perf_counter()
     frontier = [(root_block(tensor, budget, 0), -1)]
     leaves = []
     while frontier:                      # level by level, so each level's noise is one draw
@@ -119,7 +117,7 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
                 nxt.extend((child, -1) for child in halve_all(b, coords))
         frontier = nxt
     params = {"theta": th, "fanout": fanout, "beta": fan, "lambda": lam, "delta": delta,
-              "stats": {"blocks": len(leaves), "seconds": time.perf_counter() - t0}}
+              "stats": {"blocks": len(leaves)}}      # no build time: it depends on the records
     return finish_view(tensor, leaves, eps_leaf, budget, "privtree", params, gen)
 
 
@@ -143,7 +141,6 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
     budget = PrivacyBudget(eps)
     budget.root.charge(g * eps_r, "hdpview: random convergence (whole tree, PrivTree-style bias)")
     coords, counts = tensor.coords, tensor.counts.astype(np.float64)
-    t0 = time.perf_counter()
     root = root_block(tensor, budget, 0)
     leaves: list[Block] = []
     stack = [root] if root.cells() > 1 else []
@@ -173,5 +170,5 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
             else:
                 stack.append(child)
     params = {"ratio": r, "a": a, "beta": bt, "gamma": g, "theta": th, "kappa": kappa, "lambda": lam,
-              "delta": delta, "stats": {"blocks": len(leaves), "seconds": time.perf_counter() - t0}}
+              "delta": delta, "stats": {"blocks": len(leaves)}}      # no build time: it depends on the records
     return finish_view(tensor, leaves, eps_p, budget, "hdpview", params, gen)
