@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certdp.views.ripost import ripost
 from certdp.views.tensor import Domain
@@ -69,3 +71,28 @@ def test_save_load_roundtrip(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(ValueError, match="not a"):
         BlockView.load(tmp_path / "bad.json")
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_answers_and_variances_do_not_depend_on_the_chunking(data):
+    """A query's boxes are cut into chunks that fit in memory, one query's boxes too when it has
+    more than a chunk holds: answers and variances are those of the unchunked computation."""
+    from certdp.views.view import answer_and_variance
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    d = len(shape)
+    lo = np.array(np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")).reshape(d, -1).T
+    hi = lo + 1                                            # the cells as leaves
+    vals = rng.normal(size=lo.shape[0])
+    var_leaf = rng.random(lo.shape[0])
+    n_q = data.draw(st.integers(1, 4))
+    boxes = data.draw(st.integers(n_q, 30))
+    owner = np.sort(np.r_[np.arange(n_q), rng.integers(0, n_q, boxes - n_q)])
+    a = rng.integers(0, np.asarray(shape), (boxes, d))
+    b = rng.integers(0, np.asarray(shape), (boxes, d))
+    work = Workload(np.minimum(a, b), np.maximum(a, b) + 1, owner, n_q)
+    whole = answer_and_variance(lo, hi, vals, shape, work, var_leaf, chunk_cells=10**12)
+    tiny = answer_and_variance(lo, hi, vals, shape, work, var_leaf, chunk_cells=data.draw(st.integers(1, 50)))
+    assert np.allclose(whole[0], tiny[0]) and np.allclose(whole[1], tiny[1])

@@ -150,16 +150,27 @@ def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shap
             continue
         dd = list(dims)
         step = max(1, chunk_cells // max(1, lo.shape[0] * len(dd)))
-        for q in _chunks_by_owner(idx, work.owner, step):
-            ql, qh = work.lo[q][:, dd], work.hi[q][:, dd]                     # (b, k)
-            ov = (np.minimum(qh[:, None, :], hi[None, :, dd]) - np.maximum(ql[:, None, :], lo[None, :, dd]))
-            frac = np.prod(np.clip(ov, 0, None) / side[None, :, dd], axis=2)  # (b, L)
-            box_ans[q] = frac @ vals
-            if var is not None:
+        for piece in _chunks_by_owner(idx, work.owner, step):
+            # a piece holds whole queries; one query with more than ``step`` boxes is cut further,
+            # its leaves' fractions summed over its parts before the variance squares them
+            parts = [piece] if piece.size <= step else np.array_split(piece, -(-piece.size // step))
+            acc = None
+            for q in parts:
+                ql, qh = work.lo[q][:, dd], work.hi[q][:, dd]                     # (b, k)
+                ov = (np.minimum(qh[:, None, :], hi[None, :, dd]) - np.maximum(ql[:, None, :], lo[None, :, dd]))
+                frac = np.prod(np.clip(ov, 0, None) / side[None, :, dd], axis=2)  # (b, L)
+                box_ans[q] = frac @ vals
+                if var is None:
+                    continue
+                if len(parts) > 1:
+                    acc = frac.sum(axis=0) if acc is None else acc + frac.sum(axis=0)
+                    continue
                 own = work.owner[q]
                 starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
                 per_query = np.add.reduceat(frac, starts, axis=0)
                 var[own[starts]] += (per_query * per_query) @ leaf_variance
+            if var is not None and acc is not None:
+                var[work.owner[piece[0]]] += (acc * acc) @ leaf_variance
     return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries), var
 
 
