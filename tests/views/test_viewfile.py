@@ -387,3 +387,38 @@ def test_query_json_is_json_when_the_noise_overflows(tmp_path_factory, d, big):
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the JSON output"))
     assert rows[0]["std"] is None or rows[0]["std"] > 0
+
+
+def _spiral(side: int) -> tuple[np.ndarray, np.ndarray]:
+    """A valid tiling of side x side cells by bars peeled off the region's four edges in turn:
+    every cut that separates leaves splits off one."""
+    lo, hi = [], []
+    x0, y0, x1, y1, k = 0, 0, side, side, 0
+    while x0 < x1 and y0 < y1:
+        edge = k % 4
+        if edge == 0:
+            lo.append([x0, y0]); hi.append([x0 + 1, y1]); x0 += 1
+        elif edge == 1:
+            lo.append([x0, y0]); hi.append([x1, y0 + 1]); y0 += 1
+        elif edge == 2:
+            lo.append([x1 - 1, y0]); hi.append([x1, y1]); x1 -= 1
+        else:
+            lo.append([x0, y1 - 1]); hi.append([x1, y1]); y1 -= 1
+        k += 1
+    return np.asarray(lo), np.asarray(hi)
+
+
+def test_partition_check_refuses_a_tiling_that_needs_a_cut_per_leaf_and_passes_halvings():
+    """The check's work is bounded (CUT_WORK cuts a leaf): a spiral of bars, which only one leaf at
+    a time can be cut from, is refused at once; a tiling by halvings of as many leaves passes."""
+    from certdp.views.viewfile import check_partition
+
+    def fail(msg):
+        return ValueError(msg)
+
+    lo, hi = _spiral(1200)                               # valid, so without the bound it would pass
+    with pytest.raises(ValueError, match="cuts each"):
+        check_partition(lo, hi, (1200, 1200), fail)
+    g = np.arange(0, 1200, 25)                           # 48 x 48 = 2,304 squares
+    sq_lo = np.array(np.meshgrid(g, g, indexing="ij")).reshape(2, -1).T
+    check_partition(sq_lo, sq_lo + 25, (1200, 1200), fail)

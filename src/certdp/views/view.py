@@ -150,9 +150,9 @@ def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shap
             continue
         dd = list(dims)
         step = max(1, chunk_cells // max(1, lo.shape[0] * len(dd)))
-        for piece in _chunks_by_owner(idx, work.owner, step):
-            # a piece holds whole queries; one query with more than ``step`` boxes is cut further,
-            # its leaves' fractions summed over its parts before the variance squares them
+        for piece in _pieces(idx, work.owner, step):
+            # a piece holds whole queries, or part of one query with more than ``step`` boxes, whose
+            # leaves' fractions are summed over its parts before the variance squares them
             parts = [piece] if piece.size <= step else np.array_split(piece, -(-piece.size // step))
             acc = None
             for q in parts:
@@ -172,6 +172,19 @@ def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shap
             if var is not None and acc is not None:
                 var[work.owner[piece[0]]] += (acc * acc) @ leaf_variance
     return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries), var
+
+
+def _pieces(idx: np.ndarray, owner: np.ndarray, step: int) -> list[np.ndarray]:
+    """:func:`_chunks_by_owner`, with every query of more than ``step`` boxes a piece of its own
+    (the caller cuts it further)."""
+    out = []
+    for piece in _chunks_by_owner(idx, owner, step):
+        if piece.size <= step:
+            out.append(piece)
+            continue
+        own = owner[piece]
+        out.extend(np.split(piece, np.flatnonzero(own[1:] != own[:-1]) + 1))
+    return out
 
 
 def _chunks_by_owner(idx: np.ndarray, owner: np.ndarray, step: int) -> list[np.ndarray]:

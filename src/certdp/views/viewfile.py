@@ -194,8 +194,13 @@ def check_partition(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], fail
             raise fail("two leaves overlap")
         return
     stack = [(np.zeros_like(shp), shp.copy(), np.arange(lo.shape[0]))]
+    work, budget = 0, CUT_WORK * lo.shape[0] + 10**6
     while stack:
         r_lo, r_hi, idx = stack.pop()
+        work += idx.size
+        if work > budget:
+            raise fail(f"the {lo.shape[0]} leaves need more than {CUT_WORK} cuts each to be told apart (each cut "
+                       "splits off a few leaves): a tiling certdp does not produce")
         if idx.size <= 64:
             _tile_pairwise(lo[idx], hi[idx], r_lo, r_hi, fail)
             continue
@@ -212,6 +217,13 @@ def check_partition(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], fail
         l_hi[axis], r_lo2[axis] = pos, pos
         stack.append((r_lo, l_hi, idx[left]))
         stack.append((r_lo2, r_hi, idx[~left]))
+
+
+#: The cuts the partition check may pass each leaf through (a leaf is in one region per cut
+#: above it): certdp's trees halve an axis per split, at most about 7 times for each of 14
+#: columns; a spiral of 64,000 leaves, one split off per cut, took 110 s (quadratic) before
+#: this bound.
+CUT_WORK = 200
 
 
 def _find_cut(lo: np.ndarray, hi: np.ndarray) -> tuple[int, int] | None:
