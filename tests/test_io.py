@@ -256,3 +256,12 @@ def test_validators_refuse_integers_beyond_float_range_with_a_value_error(digits
     for check in (V.positive_float, V.finite_float, V.nonneg_float, V.open_unit):
         with pytest.raises(ValueError):
             check("x", big)
+
+
+@settings(max_examples=100, deadline=None)
+@given(mantissa=st.integers(1, 9), exponent=st.integers(309, 5000), sign=st.sampled_from(["", "-"]))
+def test_json_numbers_beyond_float_range_are_refused_naming_the_file(mantissa, exponent, sign):
+    """Python's json reads 1e999 as inf, which certdp would then write back as invalid JSON or
+    compute with: a number past float64 is refused where the file is read, naming it."""
+    with pytest.raises(ValueError, match="a ledger.*beyond float64"):
+        _io.load_json(f'{{"epsilon": {sign}{mantissa}.5e{exponent}}}', "a ledger")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import tempfile
 import threading
@@ -274,9 +275,15 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
                 seen.add(k)
         return out
 
+    def _finite(literal: str) -> float:
+        v = float(literal)
+        if not math.isfinite(v):
+            raise ValueError(f"{what} holds the number {literal[:40]}, beyond float64's range")
+        return v
+
     try:
         if nonfinite:
             return json.loads(text, object_pairs_hook=_unique_keys)
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None

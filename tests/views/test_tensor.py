@@ -83,3 +83,12 @@ def test_adult_fifteen_columns_is_sparse(adult):
     assert t.domain_size > 10 ** 18
     assert len(t.counts) <= len(df)
     assert math.prod(t.shape) == t.domain_size
+
+
+def test_a_numeric_overflow_bin_is_queried_by_its_label():
+    d = Domain.numeric("age", 0, 100, 10)
+    with pytest.raises(ValueError, match="no <overflow> bin"):
+        d.code_range(OVERFLOW)
+    t = CountTensor.from_frame(pd.DataFrame({"age": [5, 150, 200]}), ["age"], {"age": d}, overflow="bin")
+    dom = t.domains[0]
+    assert dom.code_range(OVERFLOW) == [(10, 11)] and dom.code_range("0..100") == [(0, 10)]

@@ -153,10 +153,15 @@ class Domain:
     def code_range(self, spec: str) -> list[tuple[int, int]]:
         """Half-open code intervals selected by ``spec``: ``a..b`` (numeric: the bins meeting
         [a, b]; either end may be omitted), a single number, or comma-separated categorical
-        values (by their labels). An empty selection is an error."""
+        values (by their labels). An empty selection is an error. ``<overflow>`` names the
+        overflow bin of a numeric column too."""
         spec = spec.strip()
         if not spec:
             raise ValueError(f"column {self.name!r}: empty range")
+        if self.is_numeric and spec == OVERFLOW:
+            if not self.overflow:
+                raise ValueError(f"column {self.name!r} has no {OVERFLOW} bin")
+            return [(self.size - 1, self.size)]
         if self.is_numeric:
             lo, hi = float(self.low), float(self.high)  # type: ignore[arg-type]
             ends = spec.split("..", 1) if ".." in spec else [spec, spec]
