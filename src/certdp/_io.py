@@ -287,3 +287,8 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except ValueError as exc:
+        if str(exc).startswith(what):             # the hooks' own errors name the file already
+            raise
+        # Python's own limits, e.g. an integer of more than 4,300 digits
+        raise ValueError(f"{what} holds a number Python cannot read ({str(exc)[:120]})") from None

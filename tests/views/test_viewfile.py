@@ -408,17 +408,21 @@ def _spiral(side: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(lo), np.asarray(hi)
 
 
-def test_partition_check_refuses_a_tiling_that_needs_a_cut_per_leaf_and_passes_halvings():
-    """The check's work is bounded (CUT_WORK cuts a leaf): a spiral of bars, which only one leaf at
-    a time can be cut from, is refused at once; a tiling by halvings of as many leaves passes."""
+def test_partition_check_refuses_a_tiling_that_needs_a_cut_per_leaf_and_passes_halvings(monkeypatch):
+    """The check's work is bounded (CUT_WORK visits a leaf plus CUT_ALLOWANCE): a spiral of bars,
+    which only one leaf at a time can be cut from, passes within the allowance (it is valid) and
+    is refused past it; a tiling by halvings of as many leaves passes either way."""
+    from certdp.views import viewfile
     from certdp.views.viewfile import check_partition
 
     def fail(msg):
         return ValueError(msg)
 
-    lo, hi = _spiral(1200)                               # valid, so without the bound it would pass
-    with pytest.raises(ValueError, match="cuts each"):
-        check_partition(lo, hi, (1200, 1200), fail)
+    lo, hi = _spiral(1200)                               # about 2,400 bars, 2.9 million visits
+    check_partition(lo, hi, (1200, 1200), fail)
     g = np.arange(0, 1200, 25)                           # 48 x 48 = 2,304 squares
     sq_lo = np.array(np.meshgrid(g, g, indexing="ij")).reshape(2, -1).T
+    monkeypatch.setattr(viewfile, "CUT_ALLOWANCE", 0)
+    with pytest.raises(ValueError, match="leaf visits"):
+        check_partition(lo, hi, (1200, 1200), fail)
     check_partition(sq_lo, sq_lo + 25, (1200, 1200), fail)

@@ -265,12 +265,12 @@ def _value_set(name: str, values: Any) -> tuple[Any, ...]:
                          "label: 1, 1.0 and True are one value, 1 and '1' one label)")
     if OVERFLOW in {str(v) for v in out}:
         raise ValueError(f"column {name!r}: {OVERFLOW!r} is reserved for the overflow bin")
-    unqueryable = [v for v in out if "," in str(v) or str(v) != str(v).strip()]
+    unqueryable = [v for v in out if "," in str(v) or not str(v) or any(c.isspace() for c in str(v))]
     if unqueryable:
-        # a query names values by label, separated by commas and stripped of spaces: 'a,b' would
-        # be read as a and b, ' a' as 'a'
-        raise ValueError(f"column {name!r}: the value {unqueryable[0]!r} holds a comma or leading or trailing "
-                         "spaces, which a query cannot name; rename it in the table and the domain"[:300])
+        # a query names values by label: its terms are split on spaces and its values on commas,
+        # so 'a,b' would be read as a and b, 'New York' as 'New', and '' cannot be written
+        raise ValueError(f"column {name!r}: the value {unqueryable[0]!r} is empty or holds a comma or a space, "
+                         "which a query cannot name; rename it in the table and the domain"[:300])
     return tuple(out)
 
 
