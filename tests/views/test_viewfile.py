@@ -426,3 +426,27 @@ def test_partition_check_refuses_a_tiling_that_needs_a_cut_per_leaf_and_passes_h
     with pytest.raises(ValueError, match="leaf visits"):
         check_partition(lo, hi, (1200, 1200), fail)
     check_partition(sq_lo, sq_lo + 25, (1200, 1200), fail)
+
+
+def test_every_method_writes_one_layout_and_a_name_cannot_borrow_another(tmp_path):
+    """The method's name decides the checks a file gets (a noise model, its kind): every method
+    of the registry has one layout, and a file in another method's layout is refused."""
+    from certdp.views.build import METHODS
+    from certdp.views.view import LAYOUTS
+
+    owners = [m for layout in LAYOUTS.values() for m in layout]
+    assert sorted(owners) == sorted(METHODS)
+    from certdp.views.tensor import CountTensor
+    from certdp.views.viewfile import content_digest
+
+    t = CountTensor.from_frame(pd.DataFrame({"a": ["x", "y", "x"]}), ["a"],
+                               {"a": Domain.categorical("a", ["x", "y"])})
+    path = Path(tmp_path) / "v.json"
+    build_view(t, "identity", 1.0).save(path)
+    d = json.loads(path.read_text())
+    for other in ("mst", "privbayes"):
+        d2 = {**d, "method": other}
+        d2["digest"] = content_digest(d2)
+        path.write_text(json.dumps(d2))
+        with pytest.raises(ValueError, match="not written as 'values'"):
+            load_view(path)

@@ -491,6 +491,11 @@ class MarginalView(_OverDomains):
 _HEADER = {"format", "digest", "method", "epsilon", "spent", "params", "ledger", "domains"}
 
 
+#: The methods that write each layout of a view file.
+LAYOUTS = {"values": frozenset({"ripost", "privtree", "hdpview", "identity", "hdmm", "dawa"}),
+           "records": frozenset({"privbayes"}), "marginals": frozenset({"mst", "aim"})}
+
+
 def load_view(path: str | Path) -> "BlockView | SampleView | MarginalView":
     """A saved view of any method, checked (:mod:`.viewfile`): blocks (decompositions;
     Identity, HDMM and DAWA as one leaf per cell), synthetic records (PrivBayes) or marginals
@@ -501,6 +506,11 @@ def load_view(path: str | Path) -> "BlockView | SampleView | MarginalView":
     if len(kinds) != 1:
         raise f.fail("a view file holds exactly one of 'values' (leaves), 'records' or 'marginals'")
     head = _read_header(f)
+    if head["method"] not in LAYOUTS[kinds[0]]:
+        # the method's name decides which checks apply (a noise model, its kind): a layout that
+        # method does not write is refused, so a name cannot borrow another layout's checks
+        raise f.fail(f"a view of method {head['method']!r} is not written as {kinds[0]!r}; "
+                     f"that layout is {', '.join(sorted(LAYOUTS[kinds[0]]))}'s")
     if kinds[0] == "values":
         return _read_blocks(f, head)
     if kinds[0] == "records":
