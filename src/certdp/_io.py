@@ -243,13 +243,17 @@ def json_depth(text: str) -> int:
     return best
 
 
+class _Refused(ValueError):
+    """A JSON text refused by :func:`load_json`'s own hooks (its message names the text)."""
+
+
 def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, nonfinite: bool = False) -> Any:
     """Parse JSON ``text`` that came from outside certdp (a file, a request, an option).
 
     Raises ``ValueError`` naming ``what`` when the text is not JSON, when it nests deeper than
     ``max_depth`` (checked before parsing, so a hostile depth never reaches the recursive
-    parser), when an object holds one key twice, or, unless ``nonfinite``, when it holds NaN or
-    Infinity, which JSON does not have
+    parser), when an object holds one key twice, or, unless ``nonfinite``, when it holds NaN,
+    Infinity (which JSON does not have) or a number past float64's range
     (certdp's own metadata writes an infinite eta as ``Infinity``, as Python's json does)."""
     if isinstance(text, bytes):
         try:
@@ -261,7 +265,7 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
         raise ValueError(f"{what} nests {depth} levels deep; at most {max_depth} are accepted")
 
     def _no_constant(name: str) -> Any:
-        raise ValueError(f"{what} holds {name}, which is not a JSON number")
+        raise _Refused(f"{what} holds {name}, which is not a JSON number")
 
     def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         # json keeps the last of two equal keys: a file could show one value to a reader that
@@ -271,14 +275,14 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
             seen: set[str] = set()
             for k, _ in pairs:
                 if k in seen:
-                    raise ValueError(f"{what} holds the key {k!r} twice in one object")
+                    raise _Refused(f"{what} holds the key {k!r} twice in one object")
                 seen.add(k)
         return out
 
     def _finite(literal: str) -> float:
         v = float(literal)
         if not math.isfinite(v):
-            raise ValueError(f"{what} holds the number {literal[:40]}, beyond float64's range")
+            raise _Refused(f"{what} holds the number {literal[:40]}, beyond float64's range")
         return v
 
     try:
@@ -287,8 +291,7 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except ValueError as exc:
-        if str(exc).startswith(what):             # the hooks' own errors name the file already
-            raise
-        # Python's own limits, e.g. an integer of more than 4,300 digits
+    except _Refused:
+        raise
+    except ValueError as exc:                     # Python's own limits: an integer of 4,301 digits
         raise ValueError(f"{what} holds a number Python cannot read ({str(exc)[:120]})") from None

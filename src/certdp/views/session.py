@@ -128,7 +128,8 @@ class Session:
         charge, when a session with a ledger is asked for a build that is not a release: one
         with ``rng`` (numpy's noise, reproducible from its seed) or by a method of
         :data:`~certdp.views.build.NOT_RELEASES`."""
-        if self._ledger is not None and (rng is not None or method in NOT_RELEASES):
+        # before the request's checks, which a method's missing extra would fail first
+        if self._ledger is not None and (rng is not None or (isinstance(method, str) and method in NOT_RELEASES)):
             raise ValueError("a ledger counts releases, and this build is not one: "
                              + ("its noise is reproducible from rng (numpy's generator, for experiments)"
                                 if rng is not None else NOT_RELEASES[method])

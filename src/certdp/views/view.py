@@ -150,9 +150,9 @@ def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shap
             continue
         dd = list(dims)
         step = max(1, chunk_cells // max(1, lo.shape[0] * len(dd)))
-        for piece in _pieces(idx, work.owner, step):
-            # a piece holds whole queries, or part of one query with more than ``step`` boxes, whose
-            # leaves' fractions are summed over its parts before the variance squares them
+        for piece in _chunks_by_owner(idx, work.owner, step):
+            # a piece holds whole queries, or one query of more than ``step`` boxes, cut here into
+            # parts whose leaves' fractions are summed before the variance squares them
             parts = [piece] if piece.size <= step else np.array_split(piece, -(-piece.size // step))
             acc = None
             for q in parts:
@@ -162,41 +162,29 @@ def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shap
                 box_ans[q] = frac @ vals
                 if var is None:
                     continue
-                if len(parts) > 1:
-                    acc = frac.sum(axis=0) if acc is None else acc + frac.sum(axis=0)
-                    continue
                 own = work.owner[q]
                 starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
                 per_query = np.add.reduceat(frac, starts, axis=0)
-                var[own[starts]] += (per_query * per_query) @ leaf_variance
+                if len(parts) == 1:
+                    var[own[starts]] += (per_query * per_query) @ leaf_variance
+                else:
+                    acc = per_query[0] if acc is None else acc + per_query[0]
             if var is not None and acc is not None:
                 var[work.owner[piece[0]]] += (acc * acc) @ leaf_variance
     return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries), var
 
 
-def _pieces(idx: np.ndarray, owner: np.ndarray, step: int) -> list[np.ndarray]:
-    """:func:`_chunks_by_owner`, with every query of more than ``step`` boxes a piece of its own
-    (the caller cuts it further)."""
-    out = []
-    for piece in _chunks_by_owner(idx, owner, step):
-        if piece.size <= step:
-            out.append(piece)
-            continue
-        own = owner[piece]
-        out.extend(np.split(piece, np.flatnonzero(own[1:] != own[:-1]) + 1))
-    return out
-
-
 def _chunks_by_owner(idx: np.ndarray, owner: np.ndarray, step: int) -> list[np.ndarray]:
-    """``idx`` (sorted by owner) cut into pieces of about ``step`` boxes, never splitting the
-    boxes of one query."""
+    """``idx`` (sorted by owner) cut into pieces of at most ``step`` boxes that never split the
+    boxes of one query; a query of more than ``step`` boxes is a piece of its own."""
     own = owner[idx]
     starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
-    cuts, last = [], 0
-    for s in starts[1:]:
-        if s - last >= step:
+    cuts, size = [], 0
+    for s, e in zip(starts, np.r_[starts[1:], idx.size]):
+        if size and size + (e - s) > step:
             cuts.append(s)
-            last = s
+            size = 0
+        size += e - s
     return np.split(idx, cuts)
 
 

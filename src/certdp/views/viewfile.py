@@ -165,6 +165,14 @@ class Fields:
         return a
 
 
+#: The partition check's work (a leaf is visited once per region above it) is bounded by
+#: ``CUT_WORK`` visits a leaf plus ``CUT_ALLOWANCE``: certdp's own trees peel one leaf per cut
+#: where the records are concentrated (20,000 equal records over 300 columns: RIPOST's 11,614
+#: leaves, about 6.7e7 visits), and a crafted spiral of 64,000 bars took 110 s (2e9 visits).
+CUT_WORK = 200
+CUT_ALLOWANCE = 2 * 10**8
+
+
 def check_partition(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], fail) -> None:
     """Check that the boxes ``[lo, hi)`` (``L x d``) partition the grid ``shape``: each box
     non-empty and inside, no two overlapping, none missing. ``fail(msg)`` makes the error.
@@ -217,14 +225,6 @@ def check_partition(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], fail
         l_hi[axis], r_lo2[axis] = pos, pos
         stack.append((r_lo, l_hi, idx[left]))
         stack.append((r_lo2, r_hi, idx[~left]))
-
-
-#: The partition check's work (a leaf is visited once per region above it) is bounded by
-#: ``CUT_WORK`` visits a leaf plus ``CUT_ALLOWANCE``: certdp's own trees peel one leaf per cut
-#: where the records are concentrated (20,000 equal records over 300 columns: RIPOST's 11,614
-#: leaves, about 6.7e7 visits), and a crafted spiral of 64,000 bars took 110 s (2e9 visits).
-CUT_WORK = 200
-CUT_ALLOWANCE = 2 * 10**8
 
 
 def _find_cut(lo: np.ndarray, hi: np.ndarray) -> tuple[int, int] | None:
