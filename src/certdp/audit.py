@@ -172,12 +172,8 @@ def violated(X: np.ndarray, Y: np.ndarray, ed: np.ndarray) -> np.ndarray:
     return ~ok
 
 
-#: Entries per block of the scans over every pair and output (:data:`certdp._validate.BLOCK`).
-BLOCK = V.BLOCK
-
-
 def verify(matrix: np.ndarray, epsilon: float, edges: np.ndarray, edge_distance: np.ndarray,
-           *, block: int = BLOCK) -> VerifyReport:
+           *, block: int = V.BLOCK) -> VerifyReport:
     """Check exact epsilon-mDP of ``matrix`` on the pairs ``edges`` with distances
     ``edge_distance`` (see the module docstring). Memory is bounded by ``block`` entries."""
     Z, eps, E, d = checked_mdp_inputs(matrix, epsilon, edges, edge_distance)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as V
-from .audit import BLOCK, VerifyReport, verify, violated
+from .audit import VerifyReport, verify, violated
 from .graph import edge_components
 
 MARGIN = 1e-9
@@ -67,7 +67,7 @@ class CertificationError(RuntimeError):
 
 
 def _required_mixing(Z: np.ndarray, eps: float, edges: np.ndarray, dist: np.ndarray, comp: np.ndarray,
-                     block: int = BLOCK) -> tuple[np.ndarray, float]:
+                     block: int = V.BLOCK) -> tuple[np.ndarray, float]:
     """Per connected component, the least mixing weight that removes every violation.
 
     Where exp(eps d) overflows, the exact check (:func:`certdp.audit.violated`) fails only a

@@ -26,7 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, dijkstra
 
-from ..audit import BLOCK, checked_mdp_inputs
+from .._validate import BLOCK
+from ..audit import checked_mdp_inputs
 from ..lp.highs import INF, HighsLP
 
 
@@ -45,7 +46,7 @@ def _worst_violations(violation: Callable[[int, int], np.ndarray], rows: int, k:
                       batch: int) -> tuple[np.ndarray, np.ndarray]:
     """The (row, column) positions of the at most ``batch`` largest violations above 1e-12 not
     yet ``added`` (a (rows, k) mask), largest first and ties by position, scanning the rows in
-    blocks of :data:`certdp.audit.BLOCK` entries (several such arrays at once over every pair
+    blocks of :data:`certdp._validate.BLOCK` entries (several such arrays at once over every pair
     would be gigabytes): ``violation(s, e)`` is the (e - s, k) block of rows s to e. Ties are broken by
     position so that the rows chosen, and so the LP's result where it is degenerate, do not
     depend on the block."""

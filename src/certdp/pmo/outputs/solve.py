@@ -58,7 +58,7 @@ except ImportError:   # not on Windows: the rounds then record no peak memory
 
 import numpy as np
 
-from ...audit import BLOCK
+from ..._validate import BLOCK
 from ...graph import MDPGraph
 from ...lp.dense import ColumnStore, single_threaded_blas
 from ...lp.executors import EXECUTORS, start_worker_server
@@ -110,7 +110,7 @@ def memory_parts(n: int, k: int, pairs: int, config: OutputsConfig | None = None
     ``ROW_BYTES`` per output), which live in the workers under Dask; the upper step (the masks
     of the mDP rows its row repair and rebalancing have added, a byte a pair, direction and
     output; 64 bytes a pair; and ten blocks of their violation scans,
-    :data:`certdp.audit.BLOCK`); and the n x k matrices. Over the 49 recorded runs it is
+    :data:`certdp._validate.BLOCK`); and the n x k matrices. Over the 49 recorded runs it is
     1.4-3.8 times the measured peak (the store reaches its limits only in long runs, and the
     working-set rule keeps a margin; ``growing.py --memory-from``). The master's HiGHS
     fallback, rare, checks its own memory when it runs."""
