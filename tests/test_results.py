@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks import _common, index
@@ -275,6 +275,7 @@ def _power_run(n: int, network: str, a: float, rounds_exp: float, cut: bool) -> 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.sampled_from([500, 1000, 2000, 4000, 5000]), min_size=2, max_size=4, unique=True),
        st.floats(0.5, 2.0), st.floats(0.0, 1.0), st.booleans())
+@example([4000, 5000], 1.0, 0.125, False)
 def test_the_growth_model_gives_back_the_exponents_of_power_laws_and_fits_rounds_only_where_none_was_cut(
         sizes, a, rounds_exp, cut_last):
     from benchmarks.paper000 import growing
@@ -291,7 +292,11 @@ def test_the_growth_model_gives_back_the_exponents_of_power_laws_and_fits_rounds
     whole = sizes[:-1] if cut_last else sizes
     assert "(rounds: " + ", ".join(map(str, whole)) + ")" in notes[0]
     if len(whole) >= 2:                              # rounds fitted where every run reached 1%
-        assert abs(float(slope[("rounds", growing.GROWTH[1][1])]) - rounds_exp) < 0.35
+        # the runs' rounds are whole numbers, so the fit is checked against the slope of the
+        # rounds the runs have (rounding moves it from rounds_exp: 6 and 7 rounds at 4,000 and
+        # 5,000 records are a slope of 0.69 where rounds_exp is 0.125)
+        rounds = [len(next(r["history"] for r in runs if r["n"] == n)) for n in whole]
+        assert abs(float(slope[("rounds", growing.GROWTH[1][1])]) - growing._slope(whole, rounds)) < 0.006
     else:                                            # else the most rounds at any size, as a floor
         most = max(len(r["history"]) for r in runs)
         assert f"at least {most} rounds" in notes[2]
