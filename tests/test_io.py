@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import resource
 import subprocess
@@ -265,3 +266,25 @@ def test_json_numbers_beyond_float_range_are_refused_naming_the_file(mantissa, e
     compute with: a number past float64 is refused where the file is read, naming it."""
     with pytest.raises(ValueError, match="a ledger.*beyond float64"):
         _io.load_json(f'{{"epsilon": {sign}{mantissa}.5e{exponent}}}', "a ledger")
+
+
+@settings(max_examples=400, deadline=None)
+@given(whole=st.integers(1, 330), frac=st.integers(0, 5), exp=st.none() | st.integers(-999, 999),
+       pad=st.integers(0, 2), upper=st.booleans(), others=st.integers(0, 3))
+def test_json_numbers_are_refused_exactly_when_they_leave_float64(whole, frac, exp, pad, upper, others):
+    """Any float literal (up to 330 integer digits, exponents of 1-5 digits with leading zeros),
+    among ordinary numbers: load_json refuses it exactly when float() makes it infinite, and
+    otherwise reads the value float() reads, whether the text takes json's own float reader or
+    the checked one."""
+    literal = "7" * whole + ("." + "3" * frac if frac else "")
+    if exp is not None:
+        literal += ("E" if upper else "e") + ("-" if exp < 0 else "") + "0" * pad + str(abs(exp))
+    if exp is None and not frac:
+        literal += ".0"                     # a float literal, not a (possibly huge) integer
+    text = "[" + ", ".join(["1.5"] * others + [literal]) + "]"
+    want = float(literal)
+    if math.isinf(want):
+        with pytest.raises(ValueError, match="beyond float64"):
+            _io.load_json(text, "a file")
+    else:
+        assert _io.load_json(text, "a file")[-1] == want

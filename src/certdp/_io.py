@@ -29,6 +29,7 @@ import errno
 import json
 import math
 import os
+import re
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -217,12 +218,18 @@ parser's recursion far from Python's limit."""
 DEPTH_CHUNK = 1 << 22
 
 
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
 def json_depth(text: str) -> int:
     """The deepest nesting of ``[`` and ``{`` in JSON ``text``, brackets inside strings ignored.
     One vectorised pass over the bytes, in chunks (so it runs before any parsing, in time and
     memory linear in the text): a quote opens or closes a string unless an odd run of
     backslashes precedes it."""
     data = text.encode("utf-8", "surrogatepass")
+    if b"\\" not in data:
+        # no escapes: the brackets and quotes alone decide, and bytes.translate drops the rest in C
+        data = data.translate(None, _NOT_STRUCTURE)
     depth = best = 0
     inside = False      # the chunks before ended inside a string
     odd = False         # ... with an odd run of backslashes
@@ -241,6 +248,18 @@ def json_depth(text: str) -> int:
         best = max(best, int(level.max(initial=depth)))
         depth, inside, odd = int(level[-1]), bool(quotes[-1] % 2), bool(parity[-1])
     return best
+
+
+_DIGITS_AS_ZERO = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_EXPONENT = re.compile(rb"[eE][+-]?[0-9]{3}")
+
+
+def _may_leave_float64(text: str) -> bool:
+    """Whether a number literal in ``text`` could lie beyond float64's range: one with at most
+    199 digits in a row and an exponent of at most 2 digits is below 10^298. (Strings count
+    too: text that holds such a run anywhere is read number by number.)"""
+    data = text.encode("utf-8", "surrogatepass")
+    return b"0" * 200 in data.translate(_DIGITS_AS_ZERO) or _LONG_EXPONENT.search(data) is not None
 
 
 class _Refused(ValueError):
@@ -285,10 +304,14 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
             raise _Refused(f"{what} holds the number {literal[:40]}, beyond float64's range")
         return v
 
+    # json's own float reader where no number can overflow: a Python call per number costs 5
+    # times the parse
+    plain = nonfinite or not _may_leave_float64(text)
     try:
         if nonfinite:
             return json.loads(text, object_pairs_hook=_unique_keys)
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_no_constant, parse_float=None if plain else _finite,
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except _Refused:

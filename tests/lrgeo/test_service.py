@@ -116,6 +116,12 @@ def test_a_bad_message_is_refused_and_changes_nothing(world, params):
             sched.upload(u.name, token, ObfuscationRequest.from_dict({**body, "user": a.name}))   # another's id
         with pytest.raises(ProtocolError, match="nests"):
             TableRequest.from_json("[" * 40 + "]" * 40)
+        for field in body:              # a key twice: one value for another reader, another for the server
+            text = "{" + json.dumps(field) + ": " + json.dumps(body[field]) + ", " + req.to_json()[1:]
+            with pytest.raises(ProtocolError, match="twice"):
+                sched.upload(u.name, token, ObfuscationRequest.from_json(text))
+        with pytest.raises(ProtocolError, match="not a JSON number"):
+            TableRequest.from_json('{"type": "TableRequest", "user": "a", "center": [NaN, 0], "radius_km": 1}')
         assert sched.server.requests == before and sched.stats().users_in_flight == {"waiting": 1, "table": 1}
         sched.upload(u.name, token, req)                                       # the real one closes the round
 
@@ -463,6 +469,27 @@ def test_waiting_for_results_holds_no_thread(server):
     assert answers == [202] * 60
 
 
+_json_like = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                          lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["user", "token", "table", "x"]),
+                                                                                c, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(reply=_json_like, raw=st.binary(max_size=20))
+def test_a_malformed_table_answer_is_a_service_error(reply, raw):
+    """Whatever the server answers to /table (any JSON, any bytes, a key twice), the client
+    either reads a user, a token and a table or raises one ServiceError: never a KeyError or a
+    TypeError from deep inside."""
+    from certdp.lrgeo.client import _table_reply
+
+    for body in (json.dumps(reply).encode(), raw, b'{"user": "a", "user": "b", "token": "t", "table": {}}'):
+        try:
+            name, token, table = _table_reply(body)
+        except ServiceError:
+            continue
+        assert isinstance(name, str) and isinstance(token, str) and isinstance(table, TableResponse)
+
+
 def test_a_stale_client_is_told_the_server_restarted(server):
     url, _ = server
     client = LRGeoClient(url, retries=0)
@@ -479,6 +506,11 @@ def test_bodies_are_checked_before_parsing(server):
     assert code == 422
     code, body, _ = _request(url + "/table", "POST", b" " * (33 * 1024 * 1024))
     assert code == 413
+    twice = b'{"type": "TableRequest", "user": "a", "user": "b", "center": [60.17, 24.94], "radius_km": 1}'
+    code, body, _ = _request(url + "/table", "POST", twice)           # FastAPI alone would keep "b"
+    assert code == 422 and "twice" in body["error"]
+    code, body, _ = _request(url + "/table", "POST", b'{"radius_km": NaN}')
+    assert code == 422 and "NaN" in body["error"]
 
 
 def test_the_docs_are_served_from_the_server_itself(server):

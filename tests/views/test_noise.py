@@ -5,10 +5,14 @@ known."""
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from certdp.views import BlockView, DenseView, Domain, MarginalView, SampleView, build_view, load_view
 from certdp.views.noise import LeafLaplace
@@ -65,7 +69,7 @@ def test_kronecker_std_against_the_full_matrix(tmp_path):
     v = build_view(t, "hdmm", 0.5, rng=1)
     p = v.save(tmp_path / "h.json")
     d = json.loads(p.read_text())
-    assert max(abs(np.asarray(f) - np.eye(len(f), len(f[0]))).max() for f in d["noise_model"]["factors"]) > 0.01
+    assert any(len(a) > len(a[0]) for a in d["noise_model"]["strategy"])     # extra rows: P is not the identity
     loaded = load_view(p)
     work = loaded.workload(["x=10..30 c=A,C", "c=B,D", "x=..5"])
     boxes = [[(work.lo[i], work.hi[i]) for i in np.flatnonzero(work.owner == q)] for q in range(work.n_queries)]
@@ -87,3 +91,116 @@ def test_std_is_nan_where_the_method_does_not_make_it_known():
         a = v.answer(QUERIES)
         assert list(a.columns) == ["query", "estimate", "std"] and list(a["query"]) == QUERIES
         assert a["std"].isna().all() and np.all(np.isfinite(a["estimate"]))
+
+
+# ------------------------------------------------------------ what a file's noise model may claim
+def _cells_file(path, method: str, shape: tuple[int, ...], eps: float, noise_model) -> Path:
+    """A view file of one leaf per cell (zero counts) over columns of ``shape`` cells."""
+    import itertools
+
+    from certdp.views.viewfile import FORMAT, content_digest
+
+    cells = list(itertools.product(*[range(n) for n in shape]))
+    d = {"format": FORMAT, "method": method, "epsilon": eps, "spent": eps, "params": {}, "ledger": {method: eps},
+         "domains": [{"name": f"c{i}", "values": [str(v) for v in range(n)], "overflow": False}
+                     for i, n in enumerate(shape)],
+         "lo": [list(c) for c in cells], "hi": [[x + 1 for x in c] for c in cells], "values": [0.0] * len(cells),
+         "noise_model": noise_model}
+    d["digest"] = content_digest(d)
+    path.write_text(json.dumps(d))
+    return path
+
+
+def _box_queries(shape: tuple[int, ...]) -> list[str]:
+    """Every single cell and every prefix box of the domain, as query strings."""
+    import itertools
+
+    qs = [" ".join(f"c{i}={v}" for i, v in enumerate(c)) for c in itertools.product(*[range(n) for n in shape])]
+    qs += [" ".join(f"c{i}={','.join(str(v) for v in range(k + 1))}" for i, k in enumerate(c))
+           for c in itertools.product(*[range(n) for n in shape])]
+    return qs
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_no_kronecker_file_claims_less_noise_than_its_epsilon_allows(tmp_path_factory, data):
+    """Any strategy a file may state (random matrices, tall or square, entries over many
+    magnitudes, some rank deficient) with any scale: the file either is refused or reports for
+    every query a deviation of at least sqrt(2) / epsilon. That is the bound every unbiased
+    linear Laplace release at epsilon obeys (for a query q and a cell i in it, (P^T q)^T a_i = 1,
+    so ||P^T q||_2 ||a_i||_1 >= 1 and 2 b^2 ||P^T q||^2 >= 2 / epsilon^2); a file that states the
+    read-back P on its own (certdp-view/2) could claim any deviation."""
+    from certdp.views.viewfile import ViewFileError
+
+    shape = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=2), label="shape"))
+    eps = data.draw(st.sampled_from([0.1, 1.0, 7.0]), label="eps")
+    strategy = []
+    for n in shape:
+        m = data.draw(st.integers(n, n + 2), label="rows")
+        mag = 10.0 ** data.draw(st.integers(-6, 6), label="magnitude")
+        a = np.asarray(data.draw(st.lists(st.floats(-1, 1), min_size=m * n, max_size=m * n)), float).reshape(m, n) * mag
+        strategy.append(a.tolist())
+    sens = math.prod(float(np.abs(np.asarray(a)).sum(axis=0).max()) for a in strategy)
+    scale = max(sens, 1e-300) / eps * data.draw(st.sampled_from([0.3, 0.999, 1.0, 2.0, 1e3]), label="scale factor")
+    p = _cells_file(tmp_path_factory.mktemp("k") / "v.json", "hdmm", shape, eps,
+                    {"kind": "kronecker-laplace", "scale": scale, "strategy": strategy})
+    try:
+        v = load_view(p)
+    except ViewFileError as exc:
+        assert "below sensitivity/epsilon" in str(exc) or "full column rank" in str(exc) or "magnitude" in str(exc)
+        event(f"refused: {str(exc).split(': ', 1)[1][:30]}")
+        return
+    event("loaded")
+    std = v.answer(_box_queries(shape))["std"].to_numpy()
+    assert np.all(np.isnan(std) | (std >= math.sqrt(2) / eps * (1 - 1e-6))), (std.min(), math.sqrt(2) / eps)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(c=st.floats(-6, 6), axis=st.integers(0, 1), rescale=st.booleans())
+def test_a_rescaled_strategy_keeps_its_deviations_or_raises_them(tmp_path_factory, c, axis, rescale):
+    """HDMM's own file with one strategy factor multiplied by 10^c: with the scale multiplied
+    too, it loads and reports the same deviations (the sensitivity and the read-back move
+    together); with the scale kept, a grown factor is refused (its sensitivity is above scale x
+    epsilon) and a shrunk one reports larger deviations. No edit of the strategy shrinks a claim."""
+    from certdp.views.viewfile import ViewFileError, content_digest
+
+    t = CountTensor.from_frame(FRAME, ["x", "c"], DOMS)
+    p = build_view(t, "hdmm", 0.5, rng=1).save(tmp_path_factory.mktemp("h") / "h.json")
+    d = json.loads(p.read_text())
+    queries = ["x=10..30 c=A,C", "c=B", "x=40"]
+    before = load_view(p).answer(queries)["std"].to_numpy()
+    f = 10.0 ** c
+    d["noise_model"]["strategy"][axis] = (np.asarray(d["noise_model"]["strategy"][axis]) * f).tolist()
+    if rescale:
+        d["noise_model"]["scale"] *= f
+    d["digest"] = content_digest({k: v for k, v in d.items() if k != "digest"})
+    p.write_text(json.dumps(d))
+    if not rescale and f > 1 + 1e-6:
+        with pytest.raises(ViewFileError, match="below sensitivity/epsilon"):
+            load_view(p)
+        return
+    after = load_view(p).answer(queries)["std"].to_numpy()
+    if rescale:
+        assert np.allclose(after, before, rtol=1e-6)
+    else:
+        assert np.all(after >= before * (1 - 1e-9))
+
+
+@pytest.mark.parametrize("method", ["ripost", "privtree", "hdpview", "identity", "hdmm", "dawa"])
+@pytest.mark.parametrize("kind", ["laplace", "kronecker-laplace"])
+def test_a_noise_model_of_another_method_is_refused(tmp_path, method, kind):
+    """Each block method's file carries the noise model that method writes (view.NOISE_MODELS):
+    a RIPOST file cannot borrow a Kronecker model, HDMM cannot claim per-leaf Laplace, and DAWA,
+    which records none, cannot carry one."""
+    from certdp.views.view import NOISE_MODELS
+    from certdp.views.viewfile import ViewFileError
+
+    shape = (3, 2)
+    model = ({"kind": "laplace", "scale": 1.0} if kind == "laplace" else
+             {"kind": "kronecker-laplace", "scale": 1.0, "strategy": [np.eye(n).tolist() for n in shape]})
+    p = _cells_file(tmp_path / "v.json", method, shape, 1.0, model)
+    if NOISE_MODELS[method] == kind:
+        assert load_view(p).method == method
+    else:
+        with pytest.raises(ViewFileError, match="noise model"):
+            load_view(p)

@@ -95,8 +95,9 @@ def _expected(d: dict, boxes: list[list[tuple[np.ndarray, np.ndarray]]]) -> tupl
                 sd[i] = math.sqrt(var)
         elif nm and nm["kind"] == "kronecker-laplace":
             P = np.ones((1, 1))
-            for f in nm["factors"]:
-                P = np.kron(P, np.asarray(f, float))
+            for f in nm["strategy"]:                 # the read-back, a left inverse by the normal equations
+                a = np.asarray(f, float)
+                P = np.kron(P, np.linalg.solve(a.T @ a, a.T))
             for i, q in enumerate(boxes):
                 ind = np.zeros(shape)
                 for lo, hi in q:
@@ -323,7 +324,7 @@ def test_edits_are_refused_with_one_clear_error(base_files, tmp_path, path, valu
 
 def test_deeply_nested_view_file_is_refused(tmp_path):
     p = tmp_path / "deep.json"
-    p.write_text('{"format": "certdp-view/2", "params": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    p.write_text('{"format": "certdp-view/3", "params": ' + "[" * 100_000 + "]" * 100_000 + "}")
     res = CliRunner().invoke(main, ["view", "query", str(p), "a=1"])
     assert res.exit_code == 2 and "nests" in res.output and "Traceback" not in res.output
 
@@ -369,17 +370,19 @@ def test_a_published_view_is_queried_from_the_file_alone(tmp_path):
 @given(d=st.integers(1, 12), big=st.sampled_from([1.0, 1e5, 1e15]))
 @example(d=12, big=1e15)
 def test_query_json_is_json_when_the_noise_overflows(tmp_path_factory, d, big):
-    """A file's noise factors within the documented bound (<= 1e15) can still make a query's
-    variance overflow: `view query --json` then gives null, never Infinity (not JSON)."""
+    """A file's strategy within the documented bound (entries >= 1e-15 in magnitude) can still
+    make a query's variance overflow: `view query --json` then gives null, never Infinity (not
+    JSON)."""
     import itertools
 
     from certdp.views.viewfile import content_digest
 
     cells = list(itertools.product([0, 1], repeat=d))
-    f = {"format": "certdp-view/2", "method": "hdmm", "epsilon": 1.0, "spent": 1.0, "params": {}, "ledger": {"hdmm": 1.0},
+    f = {"format": "certdp-view/3", "method": "hdmm", "epsilon": 1.0, "spent": 1.0, "params": {}, "ledger": {"hdmm": 1.0},
          "domains": [{"name": f"c{i}", "values": [0, 1], "overflow": False} for i in range(d)],
          "lo": [list(c) for c in cells], "hi": [[x + 1 for x in c] for c in cells], "values": [0.0] * len(cells),
-         "noise_model": {"kind": "kronecker-laplace", "scale": big, "factors": [[[big, big], [big, -big]]] * d}}
+         "noise_model": {"kind": "kronecker-laplace", "scale": max(big, (2 / big) ** d),      # its sensitivity
+                         "strategy": [[[1 / big, 1 / big], [1 / big, -1 / big]]] * d}}
     f["digest"] = content_digest(f)
     path = tmp_path_factory.mktemp("kron") / "v.json"
     path.write_text(json.dumps(f))

@@ -16,7 +16,6 @@ operating system.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import urllib.error
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from .._io import load_json
 from ..datasets.city import World, fingerprint, load_world
 from ..randomness import CounterRNG, RNGLike, as_generator
 from .messages import ObfuscationResponse, ProtocolError, TableResponse
@@ -84,7 +84,7 @@ class LRGeoClient:
                     return r.status, r.read()
             except urllib.error.HTTPError as exc:
                 try:
-                    why = json.loads(exc.read().decode("utf-8")).get("error", exc.reason)
+                    why = load_json(exc.read(), "the error").get("error", exc.reason)
                 except (ValueError, AttributeError):
                     why = exc.reason
                 failure = ServiceError(f"{method} {path}: HTTP {exc.code}: {why}", exc.code)
@@ -148,10 +148,9 @@ class LRGeoClient:
             draws = rng if isinstance(rng, CounterRNG) else as_generator(rng)
         t = {"start": time.perf_counter()}
         user = LRGeoUser(world, int(location), params, name="unassigned", rng=draws)
-        got = json.loads(self._call("POST", "/table", user.table_request().to_json().encode())[1])
+        got = _table_reply(self._call("POST", "/table", user.table_request().to_json().encode())[1])
         t["table"] = time.perf_counter()
-        user.name, token = got["user"], got["token"]
-        table = TableResponse.from_dict(got["table"])
+        user.name, token, table = got
         request = user.obfuscation_request(table)
         self._call("POST", f"/upload/{user.name}", request.to_json().encode(), token)
         t["upload"] = time.perf_counter()
@@ -178,3 +177,15 @@ class LRGeoClient:
                 "seconds": {"table": t["table"] - t["start"], "upload": t["upload"] - t["table"],
                             "wait": t["result"] - t["upload"], "certify": t["done"] - t["result"],
                             "total": t["done"] - t["start"]}}
+
+
+def _table_reply(body: bytes) -> tuple[str, str, TableResponse]:
+    """The user name, token and table of the server's answer to ``/table``, read as certdp reads
+    all JSON from outside; anything else is a ServiceError naming what is wrong."""
+    try:
+        got = load_json(body, "the server's /table answer")
+        if not isinstance(got, dict) or not isinstance(got.get("user"), str) or not isinstance(got.get("token"), str):
+            raise ValueError("the server's /table answer has no user name and token")
+        return got["user"], got["token"], TableResponse.from_dict(got.get("table"))
+    except ValueError as exc:                      # ProtocolError is a ValueError
+        raise ServiceError(str(exc)) from None

@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import SchemaValidator
 from pydantic_core import core_schema as cs
 
-from .._io import MAX_JSON_DEPTH, json_depth
+from .._io import load_json
 from ..space import EARTH_RADIUS_KM
 
 MAX_KM = math.pi * EARTH_RADIUS_KM
@@ -200,21 +200,14 @@ class Message(BaseModel):
 
     @classmethod
     def from_json(cls, text: str | bytes):
-        """The message from JSON text: depth checked before parsing (at most 32 levels), then
-        parsed and validated in one pass."""
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ProtocolError(f"{cls.__name__}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        depth = json_depth(text)
-        if depth > MAX_JSON_DEPTH:
-            raise ProtocolError(f"{cls.__name__}: the JSON nests {depth} levels deep; at most {MAX_JSON_DEPTH} "
-                                "are accepted")
+        """The message from JSON text, read as certdp reads all JSON from outside
+        (:func:`certdp._io.load_json`: UTF-8, depth checked before parsing, no key twice in an
+        object, no NaN or Infinity), then validated."""
         try:
-            return cls.model_validate_json(text)
-        except ValidationError as exc:
-            raise ProtocolError(f"{cls.__name__}: {_summary(exc)}") from None
+            d = load_json(text, cls.__name__)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        return cls.from_dict(d)
 
     @classmethod
     def from_dict(cls, d: Any):

@@ -29,7 +29,7 @@ attached and the standard deviation is reported as NaN.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -57,11 +57,22 @@ class LeafLaplace:
 
 @dataclass(frozen=True)
 class KroneckerLaplace:
-    """``P_1 x ... x P_d`` applied to ``A x + Laplace(scale)`` (``factors`` are the ``P_i``,
-    ``n_i x m_i``)."""
+    """``y = A x + Laplace(scale)`` with ``A = A_1 x ... x A_d`` (``strategy``, each ``A_i`` an
+    ``m_i x n_i`` matrix of full column rank), read back as ``x_hat = P y`` with ``P_i = A_i^+``
+    (``factors``, ``n_i x m_i``, derived here so a file cannot state them apart from ``A``)."""
 
     scale: float
-    factors: tuple[np.ndarray, ...]
+    strategy: tuple[np.ndarray, ...]
+    factors: tuple[np.ndarray, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "factors", tuple(np.linalg.pinv(a) for a in self.strategy))
+
+    def sensitivity(self) -> float:
+        """The L1 sensitivity of ``A x`` to one record: the product over axes of the largest
+        column L1 norm of ``A_i`` (a record is one cell, one column of ``A``)."""
+        with np.errstate(over="ignore"):
+            return math.prod(float(np.abs(a).sum(axis=0).max()) for a in self.strategy)
 
     def box_vectors(self, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
         """``P_i^T q_i`` for every box (rows of ``lo``/``hi``) and axis: a list over axes of
@@ -78,7 +89,7 @@ class KroneckerLaplace:
         var = np.zeros(n_queries)
         for q, boxes in _by_owner(owner):
             gram = np.ones((boxes.size, boxes.size))
-            with np.errstate(over="ignore"):     # inf past float64 (a file's factors at 1e15): std unknown
+            with np.errstate(over="ignore"):     # inf past float64 (a strategy of entries near 1e-15): std unknown
                 for ui in u:
                     v = ui[boxes]
                     gram *= v @ v.T
@@ -86,8 +97,8 @@ class KroneckerLaplace:
         return var
 
     def to_dict(self) -> dict[str, Any]:
-        """The model as the view file records it: the scale and the factors ``P_i``."""
-        return {"kind": "kronecker-laplace", "scale": float(self.scale), "factors": [p.tolist() for p in self.factors]}
+        """The model as the view file records it: the scale and the strategy's factors ``A_i``."""
+        return {"kind": "kronecker-laplace", "scale": float(self.scale), "strategy": [a.tolist() for a in self.strategy]}
 
 
 NoiseModel = LeafLaplace | KroneckerLaplace
@@ -101,16 +112,31 @@ def _by_owner(owner: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
             yield int(owner[part[0]]), part
 
 
-def noise_from_dict(d: Any, epsilon: float, n_leaves: int, shape: tuple[int, ...],
+#: How far ``P_i A_i`` may be from the identity before a strategy factor counts as rank
+#: deficient (a cell that no measurement separates from the others has no unbiased estimate).
+RANK_TOLERANCE = 1e-6
+
+_KINDS = ("laplace", "kronecker-laplace")
+
+
+def noise_from_dict(d: Any, kind: str | None, epsilon: float, n_leaves: int, shape: tuple[int, ...],
                     fail: Callable[[str], Exception]) -> NoiseModel | None:
-    """The noise model a view file records (None when it records none), checked: scales finite
+    """The noise model a view file records, checked against ``kind``, the one its method writes
+    (None: the method records none, and a file that has one is refused). Checked: scales finite
     and no smaller than the view's epsilon allows (a leaf or a measurement cannot have had more
-    than the whole budget: ``b >= 1 / epsilon``, up to rounding), factors of the right shapes."""
-    if d is None:
+    than the whole budget: ``b >= sensitivity / epsilon``, up to rounding, with sensitivity 1 for
+    leaf counts and that of the recorded strategy for a Kronecker model), a strategy of the
+    right shapes and of full column rank. The reconstruction a Kronecker model's deviations
+    use is the strategy's pseudo-inverse, computed here: a file states the measurements, and
+    what their noise does to an answer follows from them and from epsilon."""
+    if kind is None:
+        if d is not None:
+            raise fail("this method records no noise model (its answers' deviations are not known); the file has one")
         return None
-    if not isinstance(d, dict) or d.get("kind") not in ("laplace", "kronecker-laplace"):
-        raise fail("'noise_model' must be null or an object of kind 'laplace' or 'kronecker-laplace'")
-    floor = (1.0 / epsilon) * (1 - 1e-9)
+    if not isinstance(d, dict) or d.get("kind") not in _KINDS:
+        raise fail(f"'noise_model' must be an object of kind {kind!r}")
+    if d["kind"] != kind:
+        raise fail(f"this method's noise model is of kind {kind!r}, not {d['kind']!r}")
     try:
         scale = np.array(d.get("scale"), dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
@@ -118,29 +144,46 @@ def noise_from_dict(d: Any, epsilon: float, n_leaves: int, shape: tuple[int, ...
     if isinstance(d.get("scale"), bool) or scale.ndim > 1 or scale.size == 0 or not np.all(scale <= MAX_MAGNITUDE):
         raise fail(f"the noise model's scale must be a number or a list of numbers, finite and at most "
                    f"{MAX_MAGNITUDE:g}")
-    if np.any(scale < floor):
-        raise fail(f"a noise scale ({float(scale.min()):g}) is below 1/epsilon = {1 / epsilon:g}: the file claims "
-                   "more noise-free information than its epsilon pays for")
-    if d["kind"] == "laplace":
+    if kind == "laplace":
         if set(d) != {"kind", "scale"} or (scale.ndim == 1 and scale.size != n_leaves):
             raise fail(f"the laplace noise model needs one scale or {n_leaves} (one per leaf)")
+        _floor(scale, 1.0, epsilon, fail)
         return LeafLaplace(scale)
-    if set(d) != {"kind", "scale", "factors"} or scale.ndim != 0:
-        raise fail("the kronecker-laplace noise model needs one scale and its factors")
-    raw = d["factors"]
+    if set(d) != {"kind", "scale", "strategy"} or scale.ndim != 0:
+        raise fail("the kronecker-laplace noise model needs one scale and its strategy")
+    model = KroneckerLaplace(float(scale), _strategy(d["strategy"], shape, fail))
+    with np.errstate(all="ignore"):
+        for a, p in zip(model.strategy, model.factors):
+            if not np.abs(p @ a - np.eye(a.shape[1])).max() <= RANK_TOLERANCE:
+                raise fail("a strategy factor is not of full column rank: some cells' counts cannot be told apart, "
+                           "so no unbiased estimate (and no deviation) exists for them")
+    _floor(scale, model.sensitivity(), epsilon, fail)
+    return model
+
+
+def _floor(scale: np.ndarray, sensitivity: float, epsilon: float, fail: Callable[[str], Exception]) -> None:
+    floor = (sensitivity / epsilon) * (1 - 1e-9)
+    if np.any(scale < floor):
+        raise fail(f"a noise scale ({float(scale.min()):g}) is below sensitivity/epsilon = {sensitivity / epsilon:g}: "
+                   "the file claims more noise-free information than its epsilon pays for")
+
+
+def _strategy(raw: Any, shape: tuple[int, ...], fail: Callable[[str], Exception]) -> tuple[np.ndarray, ...]:
+    """A Kronecker strategy's factors, one ``m x n`` matrix of bounded numbers per column of
+    ``n`` cells."""
     if not isinstance(raw, list) or len(raw) != len(shape):
-        raise fail(f"the kronecker-laplace noise model needs {len(shape)} factors, one per column")
-    factors = []
+        raise fail(f"the kronecker-laplace noise model needs {len(shape)} strategy factors, one per column")
+    out = []
     for n, f in zip(shape, raw):
         try:
-            p = np.array(f, dtype=np.float64)
+            a = np.array(f, dtype=np.float64)
         except (TypeError, ValueError, OverflowError):
-            raise fail("a kronecker factor must be a matrix of numbers") from None
-        if p.ndim != 2 or p.shape[0] != n or p.shape[1] < n or not np.all(np.abs(p) <= MAX_MAGNITUDE):
-            raise fail(f"a kronecker factor must be a {n} x m matrix (m >= {n}) of numbers of magnitude at most "
+            raise fail("a strategy factor must be a matrix of numbers") from None
+        if a.ndim != 2 or a.shape[1] != n or a.shape[0] < n or not np.all(np.abs(a) <= MAX_MAGNITUDE):
+            raise fail(f"a strategy factor must be an m x {n} matrix (m >= {n}) of numbers of magnitude at most "
                        f"{MAX_MAGNITUDE:g}")
-        factors.append(p)
-    return KroneckerLaplace(float(scale), tuple(factors))
+        out.append(a)
+    return tuple(out)
 
 
 def cells_variance(scale: float, lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, n_queries: int) -> np.ndarray:

@@ -124,10 +124,10 @@ def hdmm(tensor: CountTensor, epsilon: float = 0.1, query_columns: int = 2, max_
     budget = PrivacyBudget(eps)
     budget.root.charge(eps, "hdmm: A x (every column of A has L1 norm 1)")
     y = add_laplace(_kron_apply(list(A), x), 1.0 / eps, gen)
-    pinv = [np.linalg.solve(a.T @ a, a.T) for a in A]
-    return DenseView(tensor.domains, _kron_apply(pinv, y), "hdmm", eps, float(budget.spent()),
+    noise = KroneckerLaplace(1.0 / eps, A)           # its factors, the A_i^+, are the read-back
+    return DenseView(tensor.domains, _kron_apply(list(noise.factors), y), "hdmm", eps, float(budget.spent()),
                      {"query_columns": q, "extra_rows": [int(a.shape[0] - a.shape[1]) for a in A]},
-                     ledger_totals(budget), noise=KroneckerLaplace(1.0 / eps, tuple(pinv)))
+                     ledger_totals(budget), noise=noise)
 
 
 # --- DAWA -------------------------------------------------------------------------------

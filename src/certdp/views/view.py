@@ -479,8 +479,16 @@ class MarginalView(_OverDomains):
 _HEADER = {"format", "digest", "method", "epsilon", "spent", "params", "ledger", "domains"}
 
 
+#: The noise model each block-view method records: its scales (and HDMM's strategy) are what
+#: checks the epsilon the file claims against the deviations its answers report. DAWA records
+#: none (its estimates are weighted least squares over data-dependent buckets; its deviations
+#: are reported as unknown).
+NOISE_MODELS = {"ripost": "laplace", "privtree": "laplace", "hdpview": "laplace", "identity": "laplace",
+                "hdmm": "kronecker-laplace", "dawa": None}
+
+
 #: The methods that write each layout of a view file.
-LAYOUTS = {"values": frozenset({"ripost", "privtree", "hdpview", "identity", "hdmm", "dawa"}),
+LAYOUTS = {"values": frozenset(NOISE_MODELS),
            "records": frozenset({"privbayes"}), "marginals": frozenset({"mst", "aim"})}
 
 
@@ -531,14 +539,10 @@ def _read_header(f: Fields) -> dict[str, Any]:
             "params": f.mapping("params"), "ledger": {str(k): float(v) for k, v in ledger.items()}}
 
 
-#: Block-view methods that record no noise model (DAWA's estimates are weighted least squares
-#: over its buckets). Every other one must: its scales are what checks the epsilon it claims.
-NO_NOISE_MODEL = frozenset({"dawa"})
-
-
 def _read_blocks(f: Fields, head: dict[str, Any]) -> BlockView:
     f.only(_HEADER | {"noise_model", "lo", "hi", "values"})
-    if f.get("noise_model") is None and head["method"] not in NO_NOISE_MODEL:
+    kind = NOISE_MODELS[head["method"]]
+    if f.get("noise_model") is None and kind is not None:
         raise f.fail(f"a view of method {head['method']!r} records its noise model, whose scales bound the epsilon it "
                      "claims; this file has none")
     doms = head["domains"]
@@ -549,7 +553,7 @@ def _read_blocks(f: Fields, head: dict[str, Any]) -> BlockView:
     check_partition(lo, hi, shape, f.fail)
     if vals.size != lo.shape[0]:
         raise f.fail(f"{vals.size} values for {lo.shape[0]} leaves")
-    noise = noise_from_dict(f.get("noise_model"), head["epsilon"], lo.shape[0], shape, f.fail)
+    noise = noise_from_dict(f.get("noise_model"), kind, head["epsilon"], lo.shape[0], shape, f.fail)
     return BlockView(doms, lo, hi, vals, head["method"], head["epsilon"], head["spent"], head["params"],
                      head["ledger"], noise)
 

@@ -15,7 +15,8 @@ over it, which certdp does not make.
 **The checks on reading** (:class:`ViewFileError`, one line naming the file and the field):
 the format tag; the digest; every field's JSON type and shape (integers where codes are, not
 floats that would be truncated, not strings that numpy would parse); finite numbers; epsilon
-> 0 and 0 <= spent <= epsilon; the leaves inside the domain, non-empty and a partition of it
+> 0 and 0 <= spent <= epsilon; the noise model the method writes, its scales at least
+sensitivity/epsilon (:func:`certdp.views.noise.noise_from_dict`); the leaves inside the domain, non-empty and a partition of it
 (:func:`check_partition`); synthetic records inside the domain, once each; marginals over
 valid, distinct axes with the right number of cells. A file that passes answers exactly what
 its numbers say.
@@ -35,7 +36,7 @@ import numpy as np
 from .._io import atomic_target, load_json
 from .._validate import BLOCK
 
-FORMAT = "certdp-view/2"
+FORMAT = "certdp-view/3"
 
 MAX_MAGNITUDE = 1e15
 """The largest absolute value a view file's numbers (noisy counts, marginals, noise scales,
@@ -92,7 +93,7 @@ def read_view_file(path: str | Path) -> tuple[dict[str, Any], str]:
         raise ViewFileError(f"{p} is not a {FORMAT} file")
     if d["format"] != FORMAT:
         raise ViewFileError(f"{where} is in format {d['format']!r}, which this certdp does not read (it reads "
-                            f"{FORMAT}, which carries a digest); rebuild the view")
+                            f"{FORMAT}); rebuild the view")
     if d.get("digest") != content_digest(d):
         raise ViewFileError(f"{where}: the content does not match its digest (the file was changed after it was "
                             "written, or truncated)")
