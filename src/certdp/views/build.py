@@ -22,7 +22,7 @@ import numpy as np
 from .. import _validate as V
 from .._optional import MissingExtraError
 from ..randomness import RNGLike
-from .competitors import MAX_IDENTITY_CELLS, hdpview, identity, privtree
+from .competitors import MAX_IDENTITY_CELLS, check_dense, hdpview, identity, privtree
 from .marginals import aim, mst
 from .ripost import ripost
 from .strategies import MAX_DAWA_CELLS, dawa, hdmm
@@ -154,10 +154,7 @@ def check_request(tensor: CountTensor, method: str, epsilon: Any, params: dict[s
         raise ValueError(f"{method} does not take {bad}; it takes {sorted(spec)}")
     checked = {k: spec[k].check(k, v) for k, v in params.items()}
     if method in DENSE_LIMITS:
-        limit = checked.get("max_cells", DENSE_LIMITS[method])
-        if tensor.domain_size > limit:
-            raise ValueError(f"{method} must materialise all {tensor.cells_text} cells of the domain, above "
-                             f"max_cells={limit:,}; use fewer or coarser columns, or a decomposition method")
+        check_dense(tensor, method, checked.get("max_cells", DENSE_LIMITS[method]))
     if method == "hdmm" and max(tensor.shape) > MAX_HDMM_AXIS:
         raise ValueError(f"hdmm optimises one strategy per column, in time about the cube of its cells: a column "
                          f"of {max(tensor.shape):,} cells is above its limit of {MAX_HDMM_AXIS:,}; use coarser bins "

@@ -43,13 +43,18 @@ from .view import BlockView, DenseView
 MAX_IDENTITY_CELLS = 20_000_000
 
 
-def dense_counts(tensor: CountTensor, method: str, max_cells: int) -> np.ndarray:
-    """The tensor as a dense array of counts, for the methods that materialise the domain;
-    refused with a clear error above ``max_cells`` cells."""
-    cells = tensor.domain_size
-    if cells > max_cells:
+def check_dense(tensor: CountTensor, method: str, max_cells: int) -> None:
+    """Refuse, with a clear error, a method that materialises the domain on more than
+    ``max_cells`` cells (checked by the builders and, before any charge, by a release)."""
+    if tensor.domain_size > max_cells:
         raise ValueError(f"{method} must materialise all {tensor.cells_text} cells of the domain, above max_cells="
                          f"{max_cells:,}; use fewer or coarser columns, or a decomposition method")
+
+
+def dense_counts(tensor: CountTensor, method: str, max_cells: int) -> np.ndarray:
+    """The tensor as a dense array of counts, for the methods that materialise the domain;
+    refused above ``max_cells`` cells (:func:`check_dense`)."""
+    check_dense(tensor, method, max_cells)
     dense = np.zeros(tensor.shape)
     dense[tuple(tensor.coords.T)] = tensor.counts
     return dense
