@@ -43,7 +43,7 @@ FIG5_COLUMNS = ("age", "workclass", "education", "marital-status", "race", "sex"
 FIG7_ORDER = ("age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
               "hours-per-week", "income", "education-num", "native-country", "capital-gain", "capital-loss")
 PAPER, IMPROVED = "ripost (paper)", "ripost (improved)"
-SPECS = {PAPER: ("ripost", {"variant": "paper"}), IMPROVED: ("ripost", {"variant": "improved"}),
+SPECS: dict[str, tuple[str, dict[str, Any]]] = {PAPER: ("ripost", {"variant": "paper"}), IMPROVED: ("ripost", {"variant": "improved"}),
          "hdpview": ("hdpview", {}), "privtree": ("privtree", {}),
          "privtree (binary)": ("privtree", {"fanout": "binary"}),
          "identity": ("identity", {}),
@@ -299,7 +299,8 @@ def figure15(a, df, doms):
     for label in (PAPER, IMPROVED):
         variant = SPECS[label][1]["variant"]
         for name, val in grid:
-            eps, kw = (val, {}) if name == "epsilon" else (0.1, {name: val})
+            kw: dict[str, Any] = {} if name == "epsilon" else {name: val}
+            eps = val if name == "epsilon" else 0.1
             res = np.asarray([(*decomposed_rmse(v, t, w, truth), v.n_blocks, v.params["stats"]["blocks_phase1"])
                               for v in (build_view(t, "ripost", eps, a.seed + r, variant=variant, **kw)
                                         for r in range(a.reps))])

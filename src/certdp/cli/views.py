@@ -188,13 +188,13 @@ def view_build(table, columns, domains_file, names, preset, accept_data_leak, ov
         if ledger_file is not None:
             session = Session(frame, total_budget, ledger=ledger_file)
             tensor = session.tensor(cols, doms, overflow=overflow)
-            with Live(f"{method} view", quiet=quiet):
+            with Live(f"{method} view", quiet=quiet) as live:
                 v = session.build_view(method, epsilon, columns=cols, domains=doms, overflow=overflow, rng=seed,
-                                       note=f"view file {target}", **params)
+                                       note=f"view file {target}", progress=live, **params)
         else:
             tensor = CountTensor.from_frame(frame, cols, doms, accept_data_leak=accept_data_leak, overflow=overflow)
-            with Live(f"{method} view", quiet=quiet):
-                v = build_view(tensor, method, epsilon, seed, **params)
+            with Live(f"{method} view", quiet=quiet) as live:
+                v = build_view(tensor, method, epsilon, seed, progress=live, **params)
         secs = time.perf_counter() - t0
         v.params["seed"] = seed
         v.params["sampler"] = ("numpy, seeded (an experiment, not a release)" if seed is not None else

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import _validate as V
 from .._optional import MissingExtraError
+from ..progress import Progress
 from ..randomness import RNGLike
 from .competitors import MAX_IDENTITY_CELLS, check_dense, hdpview, identity, privtree
 from .marginals import aim, mst
@@ -33,6 +34,9 @@ from .view import BlockView, DenseView, MarginalView, SampleView
 METHODS: dict[str, Callable[..., Any]] = {"ripost": ripost, "privtree": privtree, "hdpview": hdpview,
                                           "identity": identity, "hdmm": hdmm, "dawa": dawa,
                                           "privbayes": privbayes, "mst": mst, "aim": aim}
+
+#: Methods that report their steps to a ``progress`` callback (their builds can take minutes).
+REPORTS_PROGRESS = frozenset({"ripost", "privtree", "hdpview"})
 
 #: Methods whose views are not private releases, and why: a ledger refuses to count them
 #: (:meth:`~certdp.views.session.Session.build_view`) and their files say so (``sampler``).
@@ -177,14 +181,17 @@ def check_request(tensor: CountTensor, method: str, epsilon: Any, params: dict[s
     return checked
 
 
-def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None,
-               **params: Any) -> BlockView | DenseView | SampleView | MarginalView:
+def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None, *,
+               progress: Progress | None = None, **params: Any) -> BlockView | DenseView | SampleView | MarginalView:
     """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
-    own, checked by :func:`check_request` first.
+    own, checked by :func:`check_request` first. ``progress`` hears of the build's steps where
+    the method reports them (the decompositions: :data:`REPORTS_PROGRESS`).
 
     The view's own accountant keeps this one build within ``epsilon``; nothing here counts
     builds against each other. To keep several releases about one table within a total, build
     them through a :class:`~certdp.views.session.Session`, which charges its ledger and then
     calls this function."""
     checked = check_request(tensor, method, epsilon, params)
+    if method in REPORTS_PROGRESS:
+        checked["progress"] = progress
     return METHODS[method](tensor, epsilon=float(epsilon), rng=rng, **checked)

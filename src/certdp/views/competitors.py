@@ -27,10 +27,12 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
 from .. import _validate as V
+from ..progress import Progress, report
 from ..randomness import RNGLike, as_generator, uniforms
 from .blocks import aggregation_error, cut_scores
 from .budget import PrivacyBudget
@@ -80,7 +82,7 @@ MAX_QUADTREE_AXES = 16
 
 
 def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fanout: str = "auto",
-             rng: RNGLike = None) -> BlockView:
+             rng: RNGLike = None, progress: Progress | None = None) -> BlockView:
     """PrivTree (see the module docstring). ``fanout='all'`` halves every axis that can still be
     cut (the quadtree generalisation of the original, used in the RIPOST and HDPView
     comparisons; beta = 2^d); ``'binary'`` halves one axis at a time, round-robin (beta = 2);
@@ -103,8 +105,10 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
     budget = PrivacyBudget(eps)
     budget.root.charge(eps_tree, "privtree: biased-convergence tree (whole tree, Zhang et al. Thm. 3.1)")
     frontier = [(root_block(tensor, budget, 0), -1)]
-    leaves = []
+    leaves: list[Block] = []
     while frontier:                      # level by level, so each level's noise is one draw
+        report(progress, "level", f"level {frontier[0][0].depth}: {len(frontier):,} blocks to test, "
+                                  f"{len(leaves):,} leaves")
         c = np.asarray([float(counts[b.idx].sum()) for b, _ in frontier])
         depth = np.asarray([b.depth for b, _ in frontier], dtype=np.float64)
         noisy = add_laplace(np.maximum(test.floor, c - depth * delta), lam, gen)
@@ -127,7 +131,8 @@ def privtree(tensor: CountTensor, epsilon: float = 0.1, theta: float = 0.0, fano
 
 
 def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: float = 1.6, beta: float = 1.2,
-            gamma: float = 0.9, theta: float | None = None, rng: RNGLike = None) -> BlockView:
+            gamma: float = 0.9, theta: float | None = None, rng: RNGLike = None,
+            progress: Progress | None = None) -> BlockView:
     """HDPView with its published defaults (see the module docstring)."""
     eps = V.positive_float("epsilon", epsilon)
     r = V.open_unit("ratio", ratio)
@@ -151,7 +156,11 @@ def hdpview(tensor: CountTensor, epsilon: float = 0.1, ratio: float = 0.9, a: fl
     stack = [root] if root.cells() > 1 else []
     if not stack:
         leaves.append(root)
+    last = time.perf_counter()
     while stack:
+        if progress is not None and time.perf_counter() - last > 2.0:
+            last = time.perf_counter()
+            report(progress, "split", f"{len(leaves):,} leaves, {len(stack):,} blocks open")
         b = stack.pop()
         x = counts[b.idx]
         if b.depth < kappa:

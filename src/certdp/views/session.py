@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from ..progress import Progress
 from ..randomness import RNGLike
 from .budget import BudgetExceeded
 from .build import NOT_RELEASES, build_view, check_epsilon, check_request
@@ -120,7 +121,7 @@ class Session:
 
     def build_view(self, method: str = "ripost", epsilon: float = 0.1, *, columns: Sequence[str] | None = None,
                    domains: Mapping[str, Domain] | None = None, overflow: str = "refuse", rng: RNGLike = None,
-                   note: str = "", **params: Any) -> View:
+                   note: str = "", progress: Progress | None = None, **params: Any) -> View:
         """Check the request, charge ``epsilon`` to the table's budget, build the view.
 
         Raises :class:`~certdp.views.budget.BudgetExceeded`, before any noise is drawn, when
@@ -139,7 +140,7 @@ class Session:
         eps = check_epsilon(epsilon)
         info = {"method": method, "columns": list(tensor.columns), **({"note": str(note)} if note else {})}
         number = self._charge(eps, info)
-        view = build_view(tensor, method, eps, rng, **checked)
+        view = build_view(tensor, method, eps, rng, progress=progress, **checked)
         if self._ledger is not None:
             self._ledger.mark_released(self.digest, number)
         else:
