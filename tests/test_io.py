@@ -288,3 +288,17 @@ def test_json_numbers_are_refused_exactly_when_they_leave_float64(whole, frac, e
             _io.load_json(text, "a file")
     else:
         assert _io.load_json(text, "a file")[-1] == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(digits=st.integers(1, 420), lead=st.sampled_from("123456789"), sign=st.sampled_from(["", "-"]))
+def test_json_integers_are_refused_exactly_when_they_leave_float64(digits, lead, sign):
+    """An integer literal of any length up to 420 digits: refused exactly when its magnitude is
+    above float64's largest (every number certdp reads is used as a float somewhere)."""
+    literal = sign + lead + "0" * (digits - 1)
+    text = '{"n": [2, ' + literal + "]}"
+    if abs(int(literal)) > sys.float_info.max:
+        with pytest.raises(ValueError, match="beyond float64"):
+            _io.load_json(text, "a file")
+    else:
+        assert _io.load_json(text, "a file")["n"][-1] == int(literal)

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -250,6 +251,7 @@ def json_depth(text: str) -> int:
     return best
 
 
+_FLOAT_MAX = int(sys.float_info.max)
 _DIGITS_AS_ZERO = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 _LONG_EXPONENT = re.compile(rb"[eE][+-]?[0-9]{3}")
 
@@ -304,6 +306,12 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
             raise _Refused(f"{what} holds the number {literal[:40]}, beyond float64's range")
         return v
 
+    def _finite_int(literal: str) -> int:
+        v = int(literal)
+        if abs(v) > _FLOAT_MAX:
+            raise _Refused(f"{what} holds the number {literal[:40]}..., beyond float64's range")
+        return v
+
     # json's own float reader where no number can overflow: a Python call per number costs 5
     # times the parse
     plain = nonfinite or not _may_leave_float64(text)
@@ -311,7 +319,7 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
         if nonfinite:
             return json.loads(text, object_pairs_hook=_unique_keys)
         return json.loads(text, parse_constant=_no_constant, parse_float=None if plain else _finite,
-                          object_pairs_hook=_unique_keys)
+                          parse_int=None if plain else _finite_int, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except _Refused:

@@ -25,6 +25,7 @@ from ..progress import Progress
 from ..randomness import RNGLike
 from .competitors import MAX_IDENTITY_CELLS, check_dense, hdpview, identity, privtree
 from .marginals import aim, mst
+from .noise import MAX_HDMM_AXIS
 from .ripost import ripost
 from .strategies import MAX_DAWA_CELLS, dawa, hdmm
 from .synthesizers import privbayes
@@ -49,10 +50,6 @@ EPSILON_RANGE = (1e-9, 1e6)
 hand the model fit noise variances of 1e600 (an infinite weight, then an error deep in
 ``mbi``); above 1e6 nothing is private, and at 1e300 DAWA's weighted least squares overflows."""
 
-#: HDMM's largest column (cells on one axis): its p-Identity optimisation over a column of n
-#: cells took 11 s at n = 200, 34 s at 400 and 152 s at 800 on one column beside a 2-cell one
-#: (about n^2.1), and a column of 3,000 ran past 2 minutes.
-MAX_HDMM_AXIS = 500
 #: The largest domain a dense method may be asked to materialise (float64 cells: 8 GB).
 MAX_CELLS_LIMIT = 1_000_000_000
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .viewfile import MAX_MAGNITUDE
+from .viewfile import Fields
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,18 @@ class LeafLaplace:
         return {"kind": "laplace", "scale": float(s[0]) if s.size and np.all(s == s[0]) else s.tolist()}
 
 
+#: The largest column (cells on one axis) a Kronecker strategy may cover: HDMM's p-Identity
+#: optimisation over a column of n cells took 11 s at n = 200, 34 s at 400 and 152 s at 800 on
+#: one column beside a 2-cell one (about n^2.1), so HDMM refuses columns above it; a view file's
+#: strategy is held to it too (its pseudo-inverse costs m n^2: 80 s at n = 4,000).
+MAX_HDMM_AXIS = 500
+
+#: Queries whose boxes are not the product of one set of intervals per axis (a Workload built
+#: by hand) take the boxes' Gram matrix, boxes x boxes: above this many boxes their deviation is
+#: reported as unknown (NaN) rather than allocated.
+MAX_GRAM_BOXES = 4096
+
+
 @dataclass(frozen=True)
 class KroneckerLaplace:
     """``y = A x + Laplace(scale)`` with ``A = A_1 x ... x A_d`` (``strategy``, each ``A_i`` an
@@ -66,35 +78,63 @@ class KroneckerLaplace:
     factors: tuple[np.ndarray, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "factors", tuple(np.linalg.pinv(a) for a in self.strategy))
+        with np.errstate(all="ignore"):          # a strategy of entries near 1e-15 has a read-back past float64
+            object.__setattr__(self, "factors", tuple(np.linalg.pinv(a) for a in self.strategy))
 
-    def sensitivity(self) -> float:
-        """The L1 sensitivity of ``A x`` to one record: the product over axes of the largest
-        column L1 norm of ``A_i`` (a record is one cell, one column of ``A``)."""
-        with np.errstate(over="ignore"):
-            return math.prod(float(np.abs(a).sum(axis=0).max()) for a in self.strategy)
-
-    def box_vectors(self, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
-        """``P_i^T q_i`` for every box (rows of ``lo``/``hi``) and axis: a list over axes of
-        ``(boxes, m_i)`` arrays, from prefix sums of the rows of ``P_i``."""
-        out = []
-        for i, p in enumerate(self.factors):
-            prefix = np.vstack([np.zeros((1, p.shape[1])), np.cumsum(p, axis=0)])
-            out.append(prefix[hi[:, i]] - prefix[lo[:, i]])
-        return out
+    def log_sensitivity(self) -> float:
+        """The natural log of the L1 sensitivity of ``A x`` to one record: the sum over axes of
+        the log of ``A_i``'s largest column L1 norm (a record is one cell, one column of ``A``).
+        In logs, so that 22 columns of factors near 1e15 and 1e-15 neither overflow nor vanish."""
+        with np.errstate(divide="ignore"):
+            return float(sum(math.log(float(np.abs(a).sum(axis=0).max())) if np.any(a) else -math.inf
+                             for a in self.strategy))
 
     def variances(self, lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, n_queries: int) -> np.ndarray:
-        """The noise variance of each query's answer, its boxes' cross terms included (module docstring)."""
-        u = self.box_vectors(lo, hi)
-        var = np.zeros(n_queries)
+        """The noise variance of each query's answer (module docstring), never below the least
+        any query can have, ``2 b^2 / sensitivity^2`` (for a cell ``j`` of the query,
+        ``(P^T q)^T a_j = 1``, so ``||P^T q||_2 >= 1 / ||a_j||_1``), which rounding could
+        otherwise undercut; inf past float64 (the deviation unknown).
+
+        A query's boxes are the product of one set of intervals per axis (a selection of values
+        on each column), so ``P^T q = (x)_i P_i^T q_i`` with ``q_i`` the sum of axis ``i``'s
+        intervals, and the variance is ``2 b^2 prod_i ||P_i^T q_i||^2``: summed in logs, one
+        vector per axis, with no cancellation between boxes. Boxes that are not such a product
+        take their Gram matrix (up to :data:`MAX_GRAM_BOXES`)."""
+        log_floor = math.log(2.0) + 2.0 * math.log(self.scale) - 2.0 * self.log_sensitivity()
+        with np.errstate(all="ignore"):
+            prefix = [np.vstack([np.zeros((1, p.shape[1])), np.cumsum(p, axis=0)]) for p in self.factors]
+        out = np.empty(n_queries)
         for q, boxes in _by_owner(owner):
-            gram = np.ones((boxes.size, boxes.size))
-            with np.errstate(over="ignore"):     # inf past float64 (a strategy of entries near 1e-15): std unknown
-                for ui in u:
-                    v = ui[boxes]
-                    gram *= v @ v.T
-                var[q] = 2.0 * self.scale ** 2 * float(gram.sum())
-        return var
+            log_var = self._log_variance(prefix, lo[boxes], hi[boxes])
+            with np.errstate(over="ignore"):
+                out[q] = math.inf if max(log_var, log_floor) > 709.0 else math.exp(max(log_var, log_floor))
+        return out
+
+    def _log_variance(self, prefix: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> float:
+        """The log of one query's variance (boxes ``[lo, hi)``); NaN where it is not computed."""
+        d = lo.shape[1]
+        axes = [np.unique(np.stack([lo[:, i], hi[:, i]], axis=1), axis=0) for i in range(d)]
+        base = math.log(2.0) + 2.0 * math.log(self.scale)
+        if math.prod(len(a) for a in axes) == lo.shape[0] == np.unique(np.hstack([lo, hi]), axis=0).shape[0]:
+            total = base
+            for pre, iv in zip(prefix, axes):
+                u = (pre[iv[:, 1]] - pre[iv[:, 0]]).sum(axis=0)
+                top = float(np.abs(u).max())
+                if top == 0:
+                    return -math.inf                  # lost to rounding: the floor holds
+                if not math.isfinite(top):
+                    return top                        # inf: past float64, the deviation unknown
+                total += 2.0 * math.log(top) + math.log(float((u / top) @ (u / top)))
+            return total
+        if lo.shape[0] > MAX_GRAM_BOXES:
+            return math.nan
+        gram = np.ones((lo.shape[0], lo.shape[0]))
+        with np.errstate(over="ignore", invalid="ignore"):
+            for i, pre in enumerate(prefix):
+                v = pre[hi[:, i]] - pre[lo[:, i]]
+                gram *= v @ v.T
+            g = float(gram.sum())
+        return base + math.log(g) if g > 0 else math.nan      # <= 0 or NaN: lost to rounding, unknown
 
     def to_dict(self) -> dict[str, Any]:
         """The model as the view file records it: the scale and the strategy's factors ``A_i``."""
@@ -120,15 +160,17 @@ _KINDS = ("laplace", "kronecker-laplace")
 
 
 def noise_from_dict(d: Any, kind: str | None, epsilon: float, n_leaves: int, shape: tuple[int, ...],
-                    fail: Callable[[str], Exception]) -> NoiseModel | None:
+                    f: Fields) -> NoiseModel | None:
     """The noise model a view file records, checked against ``kind``, the one its method writes
-    (None: the method records none, and a file that has one is refused). Checked: scales finite
-    and no smaller than the view's epsilon allows (a leaf or a measurement cannot have had more
-    than the whole budget: ``b >= sensitivity / epsilon``, up to rounding, with sensitivity 1 for
-    leaf counts and that of the recorded strategy for a Kronecker model), a strategy of the
-    right shapes and of full column rank. The reconstruction a Kronecker model's deviations
-    use is the strategy's pseudo-inverse, computed here: a file states the measurements, and
-    what their noise does to an answer follows from them and from epsilon."""
+    (None: the method records none, and a file that has one is refused). Checked: scales and
+    strategy entries JSON numbers, finite; scales no smaller than the view's epsilon allows (a
+    leaf or a measurement cannot have had more than the whole budget: ``b >= sensitivity /
+    epsilon``, up to rounding, in logs, with sensitivity 1 for leaf counts and that of the
+    recorded strategy for a Kronecker model); a strategy of the right shapes, over columns of at
+    most :data:`MAX_HDMM_AXIS` cells, of full column rank. The reconstruction a Kronecker model's
+    deviations use is the strategy's pseudo-inverse, computed here: a file states the
+    measurements, and what their noise does to an answer follows from them and from epsilon."""
+    fail = f.fail
     if kind is None:
         if d is not None:
             raise fail("this method records no noise model (its answers' deviations are not known); the file has one")
@@ -137,51 +179,47 @@ def noise_from_dict(d: Any, kind: str | None, epsilon: float, n_leaves: int, sha
         raise fail(f"'noise_model' must be an object of kind {kind!r}")
     if d["kind"] != kind:
         raise fail(f"this method's noise model is of kind {kind!r}, not {d['kind']!r}")
-    try:
-        scale = np.array(d.get("scale"), dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        raise fail("the noise model's scale must be a number or a list of numbers") from None
-    if isinstance(d.get("scale"), bool) or scale.ndim > 1 or scale.size == 0 or not np.all(scale <= MAX_MAGNITUDE):
-        raise fail(f"the noise model's scale must be a number or a list of numbers, finite and at most "
-                   f"{MAX_MAGNITUDE:g}")
+    scale = f.array("noise_model.scale", d.get("scale"), "f", 1 if isinstance(d.get("scale"), list) else 0)
     if kind == "laplace":
-        if set(d) != {"kind", "scale"} or (scale.ndim == 1 and scale.size != n_leaves):
+        if set(d) != {"kind", "scale"} or scale.size == 0 or (scale.ndim == 1 and scale.size != n_leaves):
             raise fail(f"the laplace noise model needs one scale or {n_leaves} (one per leaf)")
-        _floor(scale, 1.0, epsilon, fail)
+        _floor(scale, 0.0, epsilon, fail)
         return LeafLaplace(scale)
     if set(d) != {"kind", "scale", "strategy"} or scale.ndim != 0:
         raise fail("the kronecker-laplace noise model needs one scale and its strategy")
-    model = KroneckerLaplace(float(scale), _strategy(d["strategy"], shape, fail))
+    model = KroneckerLaplace(float(scale), _strategy(d["strategy"], shape, f))
     with np.errstate(all="ignore"):
         for a, p in zip(model.strategy, model.factors):
             if not np.abs(p @ a - np.eye(a.shape[1])).max() <= RANK_TOLERANCE:
                 raise fail("a strategy factor is not of full column rank: some cells' counts cannot be told apart, "
                            "so no unbiased estimate (and no deviation) exists for them")
-    _floor(scale, model.sensitivity(), epsilon, fail)
+    _floor(scale, model.log_sensitivity(), epsilon, fail)
     return model
 
 
-def _floor(scale: np.ndarray, sensitivity: float, epsilon: float, fail: Callable[[str], Exception]) -> None:
-    floor = (sensitivity / epsilon) * (1 - 1e-9)
-    if np.any(scale < floor):
-        raise fail(f"a noise scale ({float(scale.min()):g}) is below sensitivity/epsilon = {sensitivity / epsilon:g}: "
-                   "the file claims more noise-free information than its epsilon pays for")
+def _floor(scale: np.ndarray, log_sensitivity: float, epsilon: float, fail: Callable[[str], Exception]) -> None:
+    """Refuse a scale below ``sensitivity / epsilon`` (compared in logs; a scale of 0 always)."""
+    with np.errstate(divide="ignore"):
+        low = np.log(scale) < log_sensitivity - math.log(epsilon) + math.log1p(-1e-9)
+    if np.any(low) or np.any(scale <= 0):
+        need = math.exp(min(log_sensitivity - math.log(epsilon), 709.0))
+        raise fail(f"a noise scale ({float(scale.min()):g}) is below sensitivity/epsilon = {need:g}: the file "
+                   "claims more noise-free information than its epsilon pays for")
 
 
-def _strategy(raw: Any, shape: tuple[int, ...], fail: Callable[[str], Exception]) -> tuple[np.ndarray, ...]:
+def _strategy(raw: Any, shape: tuple[int, ...], f: Fields) -> tuple[np.ndarray, ...]:
     """A Kronecker strategy's factors, one ``m x n`` matrix of bounded numbers per column of
-    ``n`` cells."""
+    ``n`` cells (``n <= m <= 2 n``, ``n <= MAX_HDMM_AXIS``)."""
     if not isinstance(raw, list) or len(raw) != len(shape):
-        raise fail(f"the kronecker-laplace noise model needs {len(shape)} strategy factors, one per column")
+        raise f.fail(f"the kronecker-laplace noise model needs {len(shape)} strategy factors, one per column")
     out = []
-    for n, f in zip(shape, raw):
-        try:
-            a = np.array(f, dtype=np.float64)
-        except (TypeError, ValueError, OverflowError):
-            raise fail("a strategy factor must be a matrix of numbers") from None
-        if a.ndim != 2 or a.shape[1] != n or a.shape[0] < n or not np.all(np.abs(a) <= MAX_MAGNITUDE):
-            raise fail(f"a strategy factor must be an m x {n} matrix (m >= {n}) of numbers of magnitude at most "
-                       f"{MAX_MAGNITUDE:g}")
+    for n, x in zip(shape, raw):
+        if n > MAX_HDMM_AXIS:
+            raise f.fail(f"a Kronecker strategy covers columns of at most {MAX_HDMM_AXIS} cells; this one has {n}")
+        a = f.array("noise_model.strategy", x, "f", 2)
+        if a.shape[1] != n or not n <= a.shape[0] <= 2 * n:
+            raise f.fail(f"a strategy factor must be an m x {n} matrix (m from {n} to {2 * n}), got "
+                         f"{a.shape[0]} x {a.shape[1]}")
         out.append(a)
     return tuple(out)
 

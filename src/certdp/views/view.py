@@ -553,7 +553,7 @@ def _read_blocks(f: Fields, head: dict[str, Any]) -> BlockView:
     check_partition(lo, hi, shape, f.fail)
     if vals.size != lo.shape[0]:
         raise f.fail(f"{vals.size} values for {lo.shape[0]} leaves")
-    noise = noise_from_dict(f.get("noise_model"), kind, head["epsilon"], lo.shape[0], shape, f.fail)
+    noise = noise_from_dict(f.get("noise_model"), kind, head["epsilon"], lo.shape[0], shape, f)
     return BlockView(doms, lo, hi, vals, head["method"], head["epsilon"], head["spent"], head["params"],
                      head["ledger"], noise)
 
