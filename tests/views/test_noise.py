@@ -184,7 +184,8 @@ def test_the_deviations_a_stranger_found_below_the_bound_are_not(tmp_path):
     """Files that loaded and reported a deviation below sqrt(2) / epsilon, each now either refused
     or at the bound: a query of two boxes whose cross terms cancel (1e7 against 0.01 in P), 22
     columns whose running product underflowed, a scale whose square underflowed, a sensitivity
-    whose product underflowed to a floor of 0 (and a scale of 0 that then loaded)."""
+    whose product underflowed to a floor of 0 (and a scale of 0 that then loaded); strategy
+    entries below 1e-15 are now refused outright (a read-back past float64)."""
     P = np.array([[1e7, 0, 0.01], [0, 1.0, 0], [-1e7, 0, 0.01]])
     A = np.linalg.inv(P)
     sens = float(np.abs(A).sum(0).max())
@@ -193,11 +194,13 @@ def test_the_deviations_a_stranger_found_below_the_bound_are_not(tmp_path):
              ((1,), 1e15, 1e-165, [[[1e-150]]]),
              ((1, 1), 1.0, 0.0, [[[1e-200]]] * 2),
              ((1,) * 44, 1.0, 0.0, [[[1e15]]] * 11 + [[[1e-15]]] * 33)]
+    from certdp.views.viewfile import ViewFileError
+
     for i, (shape, eps, scale, strategy) in enumerate(cases):
         p = _cells_file(tmp_path / f"v{i}.json", "hdmm", shape, eps,
                         {"kind": "kronecker-laplace", "scale": scale, "strategy": strategy})
-        if scale == 0.0:
-            with pytest.raises(Exception, match="below sensitivity/epsilon"):
+        if scale == 0.0 or any(0 < abs(x) < 1e-15 for a in strategy for row in a for x in row):
+            with pytest.raises(ViewFileError, match="below sensitivity/epsilon|below 1e-15 in magnitude"):
                 load_view(p)
             continue
         std = load_view(p).answer(_box_queries(shape)[:50])["std"].to_numpy()
@@ -259,7 +262,9 @@ def test_a_noise_model_of_another_method_is_refused(tmp_path, method, kind):
 
 @pytest.mark.parametrize("model", [
     {"kind": "laplace", "scale": "1.0"}, {"kind": "laplace", "scale": [True] * 6}, {"kind": "laplace", "scale": " 1e0 "},
-    {"kind": "laplace", "scale": []}, {"kind": "laplace", "scale": 0.0},
+    {"kind": "laplace", "scale": []}, {"kind": "laplace", "scale": 0.0}, {"kind": "laplace", "scale": -1.0},
+    {"kind": "kronecker-laplace", "scale": -1.0, "strategy": [np.eye(3).tolist(), np.eye(2).tolist()]},
+    {"kind": "kronecker-laplace", "scale": 1e-300, "strategy": [(np.eye(3) * 3e-309).tolist(), np.eye(2).tolist()]},
     {"kind": "kronecker-laplace", "scale": 2.0, "strategy": [[["1", "0", "0"], ["0", "1", "0"], ["0", "0", "1"]],
                                                              [[1, 0], [0, 1]]]},
     {"kind": "kronecker-laplace", "scale": 2.0, "strategy": [np.eye(3).tolist(), [[True, False], [False, True]]]},
@@ -285,3 +290,51 @@ def test_a_strategy_over_a_column_hdmm_would_refuse_is_refused(tmp_path):
                                                              "strategy": [np.eye(n).tolist()]})
     with pytest.raises(ViewFileError, match="at most 500 cells"):
         load_view(p)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_leaf_deviations_of_hand_built_workloads_match_the_cells(data):
+    """A Workload built by hand (boxes anywhere, of any queries, overlapping, spanning leaves and
+    restricting different axes within one query): each answer's variance is sum_l f_l^2 2 b_l^2
+    with f_l the query's summed share of leaf l, counted cell by cell. (Grouping boxes by the
+    axes each box restricts squared each group's share apart: a leaf tiled by three boxes of
+    one query reported 1.0 where sqrt(2) is exact.)"""
+    from certdp.views.view import Workload
+
+    t = CountTensor.from_frame(FRAME, ["x", "c"], DOMS)
+    v = build_view(t, "ripost", 0.3, rng=4)
+    shape = v.shape
+    n_q = data.draw(st.integers(1, 3))
+    rows = data.draw(st.lists(st.tuples(*[st.tuples(st.integers(0, n - 1), st.integers(1, n)) for n in shape],
+                                        st.integers(0, n_q - 1)), min_size=1, max_size=6))
+    lo = np.asarray([[min(a, b - 1) for a, b in r[:-1]] for r in rows])
+    hi = np.asarray([[max(a + 1, b) for a, b in r[:-1]] for r in rows])
+    owner = np.asarray([r[-1] for r in rows])
+    work = Workload(lo, hi, owner, n_q)
+    got = v.std(work) ** 2
+    scale = np.broadcast_to(v.noise.scale, (v.n_blocks,))
+    cell_leaf = np.zeros(shape, dtype=np.int64)
+    for l, (a, b) in enumerate(zip(v.lo, v.hi)):
+        cell_leaf[tuple(slice(x, y) for x, y in zip(a, b))] = l
+    vol = np.prod(v.hi - v.lo, axis=1)
+    want = np.zeros(n_q)
+    for q in range(n_q):
+        share = np.zeros(v.n_blocks)
+        for a, b in zip(lo[owner == q], hi[owner == q]):
+            share += np.bincount(cell_leaf[tuple(slice(x, y) for x, y in zip(a, b))].ravel(), minlength=v.n_blocks)
+        share /= vol
+        want[q] = float(np.sum(share ** 2 * 2 * scale ** 2))
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_query_of_many_boxes_over_many_columns_is_refused_before_it_is_built():
+    """The boxes a call may expand to shrink with the columns (view.MAX_QUERY_ENTRIES box
+    coordinates): 983,040 boxes over 60 columns held 4.8 GB."""
+    from certdp.views.view import MAX_QUERY_ENTRIES, Workload
+
+    doms = [Domain.categorical(f"c{i}", ["a", "b", "c", "d"]) for i in range(60)]
+    query = " ".join(f"c{i}=a,c" for i in range(19))                       # 2^19 = 524,288 boxes
+    with pytest.raises(ValueError, match=f"more than {MAX_QUERY_ENTRIES // 60:,} boxes over 60 columns"):
+        Workload.parse(doms, [query])
+    assert Workload.parse(doms[:4], ["c0=a,c c1=a,c c2=b,d"]).lo.shape == (8, 4)

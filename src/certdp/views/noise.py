@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .viewfile import Fields
+from .viewfile import MAX_MAGNITUDE, Fields
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class KroneckerLaplace:
         log_floor = math.log(2.0) + 2.0 * math.log(self.scale) - 2.0 * self.log_sensitivity()
         with np.errstate(all="ignore"):
             prefix = [np.vstack([np.zeros((1, p.shape[1])), np.cumsum(p, axis=0)]) for p in self.factors]
-        out = np.empty(n_queries)
+        out = np.zeros(n_queries)                    # a query of no boxes (a hand-built Workload) is exact
         for q, boxes in _by_owner(owner):
             log_var = self._log_variance(prefix, lo[boxes], hi[boxes])
             with np.errstate(over="ignore"):
@@ -198,10 +198,10 @@ def noise_from_dict(d: Any, kind: str | None, epsilon: float, n_leaves: int, sha
 
 
 def _floor(scale: np.ndarray, log_sensitivity: float, epsilon: float, fail: Callable[[str], Exception]) -> None:
-    """Refuse a scale below ``sensitivity / epsilon`` (compared in logs; a scale of 0 always)."""
-    with np.errstate(divide="ignore"):
-        low = np.log(scale) < log_sensitivity - math.log(epsilon) + math.log1p(-1e-9)
-    if np.any(low) or np.any(scale <= 0):
+    """Refuse a scale below ``sensitivity / epsilon`` (compared in logs; a scale of 0 or below always)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = ~(np.log(scale) >= log_sensitivity - math.log(epsilon) + math.log1p(-1e-9))    # NaN (< 0) too
+    if np.any(low):
         need = math.exp(min(log_sensitivity - math.log(epsilon), 709.0))
         raise fail(f"a noise scale ({float(scale.min()):g}) is below sensitivity/epsilon = {need:g}: the file "
                    "claims more noise-free information than its epsilon pays for")
@@ -217,6 +217,9 @@ def _strategy(raw: Any, shape: tuple[int, ...], f: Fields) -> tuple[np.ndarray, 
         if n > MAX_HDMM_AXIS:
             raise f.fail(f"a Kronecker strategy covers columns of at most {MAX_HDMM_AXIS} cells; this one has {n}")
         a = f.array("noise_model.strategy", x, "f", 2)
+        if np.any((a != 0) & (np.abs(a) < 1.0 / MAX_MAGNITUDE)):
+            raise f.fail(f"a strategy entry is below {1 / MAX_MAGNITUDE:g} in magnitude and not 0 (its read-back "
+                         "would leave float64)")
         if a.shape[1] != n or not n <= a.shape[0] <= 2 * n:
             raise f.fail(f"a strategy factor must be an m x {n} matrix (m from {n} to {2 * n}), got "
                          f"{a.shape[0]} x {a.shape[1]}")

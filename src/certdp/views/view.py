@@ -38,8 +38,11 @@ from .tensor import CountTensor, Domain
 from .viewfile import Fields, ViewFileError, check_partition, read_view_file, write_view_file
 
 #: The most boxes the queries of one call may expand to (a categorical selection that is not
-#: contiguous on several columns multiplies them).
+#: contiguous on several columns multiplies them) ...
 MAX_QUERY_BOXES = 1_000_000
+#: ... and the most box coordinates (boxes x columns): each box is two rows of integers, and
+#: 983,040 boxes over 60 columns held 4.8 GB in the answer's work arrays.
+MAX_QUERY_ENTRIES = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,11 @@ class Workload:
         if isinstance(queries, str) or not isinstance(queries, Sequence):
             raise TypeError(f"queries must be a list of query strings, got {type(queries).__name__} {queries!r}"[:300])
         names = [d.name for d in domains]
-        los: list[Any] = []
-        his: list[Any] = []
-        owners: list[Any] = []
+        most = min(MAX_QUERY_BOXES, MAX_QUERY_ENTRIES // max(1, len(domains)))
+        los: list[np.ndarray] = []
+        his: list[np.ndarray] = []
+        owners: list[np.ndarray] = []
+        n_boxes = 0
         for qi, text in enumerate(queries):
             if not isinstance(text, str):
                 raise TypeError(f"a query must be a string like 'age=20..30', got {type(text).__name__} {text!r}"[:300])
@@ -102,16 +107,23 @@ class Workload:
                 seen.add(col)
                 j = names.index(col)
                 per_axis[j] = domains[j].code_range(spec)
-            if len(los) + math.prod(len(r) for r in per_axis) > MAX_QUERY_BOXES:
-                raise ValueError(f"the queries expand to more than {MAX_QUERY_BOXES:,} boxes (selections of values "
-                                 "that are not neighbours on several columns multiply them); ask fewer at a time")
-            for box in itertools.product(*per_axis):
-                los.append([a for a, _ in box])
-                his.append([b for _, b in box])
-                owners.append(qi)
-        return Workload(np.asarray(los, dtype=np.int64).reshape(-1, len(domains)),
-                        np.asarray(his, dtype=np.int64).reshape(-1, len(domains)),
-                        np.asarray(owners, dtype=np.int64), len(queries), tuple(queries))
+            count = math.prod(len(r) for r in per_axis)
+            n_boxes += count
+            if n_boxes > most:
+                raise ValueError(f"the queries expand to more than {most:,} boxes over {len(domains)} columns "
+                                 "(selections of values that are not neighbours on several columns multiply them); "
+                                 "ask fewer at a time")
+            # the product of the axes' intervals, first axis slowest (as itertools.product)
+            pick = np.indices([len(r) for r in per_axis]).reshape(len(domains), -1)
+            ends = [np.asarray(r, dtype=np.int64) for r in per_axis]
+            los.append(np.stack([e[p, 0] for e, p in zip(ends, pick)], axis=1))
+            his.append(np.stack([e[p, 1] for e, p in zip(ends, pick)], axis=1))
+            owners.append(np.full(count, qi, dtype=np.int64))
+        d = len(domains)
+        return Workload(np.concatenate(los).reshape(-1, d) if los else np.zeros((0, d), dtype=np.int64),
+                        np.concatenate(his).reshape(-1, d) if his else np.zeros((0, d), dtype=np.int64),
+                        np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64), len(queries),
+                        tuple(queries))
 
 
 def answer_boxes(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shape: Sequence[int],
@@ -134,13 +146,18 @@ def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shap
     vals = np.asarray(values, dtype=np.float64)
     box_ans = np.zeros(work.lo.shape[0])
     var = None if leaf_variance is None else np.zeros(work.n_queries)
-    restricted = (work.lo > 0) | (work.hi < shp[None, :])
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i, row in enumerate(restricted):
-        groups.setdefault(tuple(np.flatnonzero(row)), []).append(i)
+    # boxes are grouped by the axes their query restricts (any of its boxes), so that all boxes of
+    # a query meet in one group and its leaves' fractions are summed before they are squared
+    # (a box that does not restrict one of those axes spans it: its fraction there is 1)
+    box_restricted = (work.lo > 0) | (work.hi < shp[None, :])
+    by_query = np.zeros((work.n_queries, shp.size), dtype=bool)
+    np.logical_or.at(by_query, work.owner, box_restricted)
+    kinds, which = np.unique(by_query[work.owner], axis=0, return_inverse=True)
+    which = np.asarray(which).reshape(-1)
     total = float(vals.sum())
-    for dims, members in groups.items():
-        idx = np.asarray(members)
+    for g, row in enumerate(kinds):
+        dims = tuple(np.flatnonzero(row))
+        idx = np.flatnonzero(which == g)
         idx = idx[np.argsort(work.owner[idx], kind="stable")]          # each query's boxes together
         if not dims:
             box_ans[idx] = total
