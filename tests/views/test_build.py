@@ -38,3 +38,22 @@ def test_a_build_reports_its_steps_where_its_method_does(method, monkeypatch):
     assert np.array_equal(v.estimates(work), w.estimates(work))      # the same view, seeded alike
     assert bool(events) == (method in REPORTS_PROGRESS)
     assert all(e.message for e in events)
+
+
+@pytest.mark.parametrize("method", ["mst", "aim"])
+def test_a_model_fit_over_too_many_columns_is_refused_before_its_charge(method):
+    """MST and AIM grow about as the square of the columns (build.MAX_COLUMNS, measured): one
+    column more than the limit is refused by the request's check, before a session charges."""
+    import pandas as pd
+
+    from certdp.views import Domain
+    from certdp.views.build import MAX_COLUMNS
+    from certdp.views.session import Session
+
+    d = MAX_COLUMNS[method] + 1
+    frame = pd.DataFrame({f"c{i}": [0, 1, 1] for i in range(d)})
+    doms = {f"c{i}": Domain.categorical(f"c{i}", [0, 1]) for i in range(d)}
+    session = Session(frame, 10.0)
+    with pytest.raises(ValueError, match=f"above its limit of {MAX_COLUMNS[method]}"):
+        session.build_view(method, 1.0, columns=list(doms), domains=doms)
+    assert session.spent == 0
