@@ -63,9 +63,9 @@ def test_privbayes_spends_epsilon_once_and_keeps_the_domain():
 
 
 def test_privbayes_never_forks_a_process_that_runs_jax_threads():
-    """DataSynthesizer's pool starts from certdp's fork server, so PrivBayes run after an
-    ``mbi`` method in the same process (jax's threads alive) does not fork it: no
-    "os.fork() ... JAX is multithreaded" warning, and the same release as on its own."""
+    """DataSynthesizer's pool is a pool of threads, so PrivBayes run after an ``mbi`` method in
+    the same process (jax's threads alive) forks nothing: no "os.fork() ... JAX is
+    multithreaded" warning, and the same release as on its own."""
     pytest.importorskip("DataSynthesizer")
     jax = pytest.importorskip("jax")
     import warnings
@@ -121,3 +121,27 @@ def test_mst_answers_from_its_model():
     assert err < 0.02 * 4000
     whole = Workload(np.zeros((1, 3), dtype=np.int64), np.asarray([t.shape]), np.zeros(1, dtype=np.int64), 1)
     assert v.estimates(whole)[0] == pytest.approx(4000, rel=0.02)
+
+
+def test_privbayes_from_a_script_without_a_main_guard_finishes(tmp_path):
+    """A script that calls PrivBayes at its top level, with no ``if __name__ == "__main__"``:
+    worker processes from a fork server or spawn re-import that script, fail, and the pool
+    starts others without end (it hung). No process is started, so it finishes."""
+    pytest.importorskip("DataSynthesizer")
+    import subprocess
+    import sys
+
+    script = tmp_path / "release.py"
+    script.write_text(
+        "import numpy as np, pandas as pd\n"
+        "from certdp.views import Domain, build_view\n"
+        "from certdp.views.tensor import CountTensor\n"
+        "g = np.random.default_rng(0)\n"
+        "frame = pd.DataFrame({c: g.integers(0, 3, 300) for c in 'abc'})\n"
+        "doms = {c: Domain.numeric(c, 0, 3, 3) for c in 'abc'}\n"
+        "v = build_view(CountTensor.from_frame(frame, list('abc'), doms), 'privbayes', 1.0, rng=1)\n"
+        "print(int(v.counts.sum()))\n")
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "300"
