@@ -48,9 +48,9 @@ def _pool_of_threads():
     spawn instead re-imports the caller's main script in every worker, so a script that calls
     this without an ``if __name__ == "__main__"`` guard hangs (each worker fails, and the pool
     starts another). Inside this context its Pool is a pool of threads: no process at all. The
-    result does not change (the pool only maps a pure function), and on 2 cores it is no
-    slower where it matters: 5,000 records of 4-value columns took 2.4 / 23.3 / 108 s at 6 / 10
-    / 14 columns against 10.4 / 30.5 / 94 s on a fork server's processes."""
+    result does not change (the pool only maps a pure function). On 2 cores, 5,000 records of
+    4-value columns took 2.4 / 23.3 / 108 s at 6 / 10 / 14 columns against 10.4 / 30.5 / 94 s on
+    a fork server's processes (their start-up costs more than the GIL below 14 columns)."""
     from multiprocessing.pool import ThreadPool
 
     import DataSynthesizer.lib.PrivBayes as pb
