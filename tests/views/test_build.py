@@ -40,9 +40,9 @@ def test_a_build_reports_its_steps_where_its_method_does(method, monkeypatch):
     assert all(e.message for e in events)
 
 
-@pytest.mark.parametrize("method", ["mst", "aim"])
+@pytest.mark.parametrize("method", ["mst", "aim", "privbayes"])
 def test_a_model_fit_over_too_many_columns_is_refused_before_its_charge(method):
-    """MST and AIM grow about as the square of the columns (build.MAX_COLUMNS, measured): one
+    """MST, AIM and PrivBayes grow as a power of the columns (build.MAX_COLUMNS, measured): one
     column more than the limit is refused by the request's check, before a session charges."""
     import pandas as pd
 
