@@ -57,3 +57,28 @@ def test_a_model_fit_over_too_many_columns_is_refused_before_its_charge(method):
     with pytest.raises(ValueError, match=f"above its limit of {MAX_COLUMNS[method]}"):
         session.build_view(method, 1.0, columns=list(doms), domains=doms)
     assert session.spent == 0
+
+
+def test_a_progress_that_cannot_be_called_is_refused_before_the_charge():
+    """progress is checked with the request: a Session refuses it before charging (it failed
+    only when the build first reported, after the charge), and build_view refuses it too."""
+    from certdp.views.session import Session
+
+    t = random_tensor(np.random.default_rng(0))
+    session = Session(t, 10.0)
+    for bad in (5, "x"):
+        with pytest.raises(TypeError, match="progress must be a callable"):
+            session.build_view("privtree", 1.0, progress=bad)
+        with pytest.raises(TypeError, match="progress must be a callable"):
+            build_view(t, "identity", 1.0, 1, progress=bad)
+    assert session.spent == 0
+
+
+@pytest.mark.parametrize("method", ["ripost", "identity"])
+def test_answers_to_no_boxes_are_floats(method):
+    from certdp.views.view import Workload
+
+    t = random_tensor(np.random.default_rng(0))
+    v = build_view(t, method, 1.0, 1)
+    empty = Workload(np.zeros((0, 3), dtype=np.int64), np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64), 2)
+    assert v.estimates(empty).dtype == np.float64 and np.array_equal(v.estimates(empty), [0.0, 0.0])

@@ -145,3 +145,34 @@ def test_privbayes_from_a_script_without_a_main_guard_finishes(tmp_path):
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "300"
+
+
+def test_privbayes_builds_at_once_from_threads_are_the_builds_one_at_a_time():
+    """DataSynthesizer seeds the process's global random state and the build swaps stdout and
+    its Pool: two builds at once from threads gave other records for the same seed and could
+    leave stdout captured. They now run one at a time, so each thread gets the records its seed
+    gives alone, and stdout and the Pool are back as they were."""
+    pytest.importorskip("DataSynthesizer")
+    import sys
+    import threading
+
+    import DataSynthesizer.lib.PrivBayes as pb
+
+    from certdp.views import build_view
+    from certdp.views.tensor import CountTensor, Domain
+
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({c: rng.integers(0, 4, 400) for c in "abcd"})
+    t = CountTensor.from_frame(frame, list("abcd"), {c: Domain.numeric(c, 0, 4, 4) for c in "abcd"})
+    alone = {s: build_view(t, "privbayes", 1.0, rng=s) for s in (7, 8)}
+    stdout, pool = sys.stdout, pb.Pool
+    got: dict[int, object] = {}
+    threads = [threading.Thread(target=lambda s=s: got.__setitem__(s, build_view(t, "privbayes", 1.0, rng=s)))
+               for s in (7, 8, 7)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sys.stdout is stdout and pb.Pool is pool
+    for s, v in got.items():
+        assert np.array_equal(v.coords, alone[s].coords) and np.array_equal(v.counts, alone[s].counts)

@@ -190,6 +190,13 @@ def check_request(tensor: CountTensor, method: str, epsilon: Any, params: dict[s
     return checked
 
 
+def check_progress(progress: Any) -> None:
+    """Refuse a ``progress`` that cannot be called (before a release's charge: a build would
+    fail on it only when it first reports, after the budget is spent)."""
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable taking a ProgressEvent, or None; got {type(progress).__name__}")
+
+
 def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None, *,
                progress: Progress | None = None, **params: Any) -> BlockView | DenseView | SampleView | MarginalView:
     """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
@@ -201,6 +208,7 @@ def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1
     them through a :class:`~certdp.views.session.Session`, which charges its ledger and then
     calls this function."""
     checked = check_request(tensor, method, epsilon, params)
+    check_progress(progress)
     if method in REPORTS_PROGRESS:
         checked["progress"] = progress
     return METHODS[method](tensor, epsilon=float(epsilon), rng=rng, **checked)

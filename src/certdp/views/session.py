@@ -30,7 +30,7 @@ import pandas as pd
 from ..progress import Progress
 from ..randomness import RNGLike
 from .budget import BudgetExceeded
-from .build import NOT_RELEASES, build_view, check_epsilon, check_request
+from .build import NOT_RELEASES, build_view, check_epsilon, check_progress, check_request
 from .ledger import Account, Ledger, LedgerError, check_total, table_digest
 from .tensor import CountTensor, Domain
 from .view import BlockView, DenseView, MarginalView, SampleView
@@ -137,6 +137,7 @@ class Session:
                              + "; build it without a ledger")
         tensor = self.tensor(columns, domains, overflow=overflow)
         checked = check_request(tensor, method, epsilon, params)
+        check_progress(progress)
         eps = check_epsilon(epsilon)
         info = {"method": method, "columns": list(tensor.columns), **({"note": str(note)} if note else {})}
         number = self._charge(eps, info)

@@ -20,6 +20,7 @@ import contextlib
 import io
 import json
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -88,14 +89,21 @@ def privbayes(tensor: CountTensor, epsilon: float = 1.0, degree: int = 2, rng: R
                       {"privbayes": eps})
 
 
+#: DataSynthesizer seeds the process's global ``random`` and ``np.random``, and a build here
+#: swaps process-wide objects (stdout, the warning filters, its module's Pool): two builds at
+#: once from two threads interleaved their draws (the same seed gave other records) and could
+#: leave stdout captured. Builds take this lock, one at a time.
+_DATASYNTHESIZER = threading.Lock()
+
+
 def _synthesize(tensor: CountTensor, names: list[str], eps: float, k: int, n: int, seed: int) -> np.ndarray:
     """DataSynthesizer's correlated attribute mode on the tensor's records: ``n`` synthetic
-    records, as cell indices."""
+    records, as cell indices (one build at a time in the process: :data:`_DATASYNTHESIZER`)."""
     from DataSynthesizer.DataDescriber import DataDescriber
     from DataSynthesizer.DataGenerator import DataGenerator
 
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), \
-            _pool_of_threads():
+    with _DATASYNTHESIZER, tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), \
+            warnings.catch_warnings(), _pool_of_threads():
         warnings.simplefilter("ignore", FutureWarning)        # DataSynthesizer's pandas idioms, not ours
         warnings.simplefilter("ignore", DeprecationWarning)
         d = Path(tmp)

@@ -188,7 +188,7 @@ def answer_and_variance(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, shap
                     acc = per_query[0] if acc is None else acc + per_query[0]
             if var is not None and acc is not None:
                 var[work.owner[piece[0]]] += (acc * acc) @ leaf_variance
-    return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries), var
+    return np.bincount(work.owner, weights=box_ans, minlength=work.n_queries).astype(np.float64), var
 
 
 def _chunks_by_owner(idx: np.ndarray, owner: np.ndarray, step: int) -> list[np.ndarray]:
@@ -394,7 +394,7 @@ class DenseView(_OverDomains):
         if self._sat is None:
             self._sat = summed_area(self.noisy)
         out = box_sums(self._sat, work.lo, work.hi)
-        return np.bincount(work.owner, weights=out, minlength=work.n_queries)
+        return np.bincount(work.owner, weights=out, minlength=work.n_queries).astype(np.float64)
 
     def std(self, work: Workload) -> np.ndarray:
         """The noise deviation of each estimate (i.i.d. cells or HDMM's strategy; NaN otherwise)."""
@@ -489,7 +489,7 @@ class MarginalView(_OverDomains):
                 continue
             ax = list(axes)
             out[rows] = box_sums(self._sat(axes), work.lo[np.ix_(rows, ax)], work.hi[np.ix_(rows, ax)])
-        return np.bincount(work.owner, weights=out, minlength=work.n_queries)
+        return np.bincount(work.owner, weights=out, minlength=work.n_queries).astype(np.float64)
 
 
 # ------------------------------------------------------------------------- reading
