@@ -312,12 +312,12 @@ def load_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH, non
             raise _Refused(f"{what} holds the number {literal[:40]}..., beyond float64's range")
         return v
 
-    # json's own float reader where no number can overflow: a Python call per number costs 5
-    # times the parse
-    plain = nonfinite or not _may_leave_float64(text)
     try:
         if nonfinite:
             return json.loads(text, object_pairs_hook=_unique_keys)
+        # json's own number readers where no literal can leave float64: a Python call per number
+        # costs 5 times the parse
+        plain = not _may_leave_float64(text)
         return json.loads(text, parse_constant=_no_constant, parse_float=None if plain else _finite,
                           parse_int=None if plain else _finite_int, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:

@@ -241,16 +241,16 @@ def test_a_rescaled_strategy_keeps_its_deviations_or_raises_them(tmp_path_factor
 
 
 @pytest.mark.parametrize("method", ["ripost", "privtree", "hdpview", "identity", "hdmm", "dawa"])
-@pytest.mark.parametrize("kind", ["laplace", "kronecker-laplace"])
+@pytest.mark.parametrize("kind", ["laplace", "kronecker-laplace", None])
 def test_a_noise_model_of_another_method_is_refused(tmp_path, method, kind):
-    """Each block method's file carries the noise model that method writes (view.NOISE_MODELS):
-    a RIPOST file cannot borrow a Kronecker model, HDMM cannot claim per-leaf Laplace, and DAWA,
-    which records none, cannot carry one."""
-    from certdp.views.view import NOISE_MODELS
+    """Each block method's file carries the noise model that method writes (noise.NOISE_MODELS):
+    a RIPOST file cannot borrow a Kronecker model, HDMM cannot claim per-leaf Laplace, no method
+    that writes one can leave it out (null), and DAWA, which records none, cannot carry one."""
+    from certdp.views.noise import NOISE_MODELS
     from certdp.views.viewfile import ViewFileError
 
     shape = (3, 2)
-    model = ({"kind": "laplace", "scale": 1.0} if kind == "laplace" else
+    model = ({"kind": "laplace", "scale": 1.0} if kind == "laplace" else None if kind is None else
              {"kind": "kronecker-laplace", "scale": 1.0, "strategy": [np.eye(n).tolist() for n in shape]})
     p = _cells_file(tmp_path / "v.json", method, shape, 1.0, model)
     if NOISE_MODELS[method] == kind:

@@ -125,12 +125,12 @@ WORKLOAD_PARAM = {"hdmm": "query_columns", "aim": "degree"}
 #: Methods that need at least two columns (a tree or a network over one column has no edge).
 MIN_COLUMNS = {"mst": 2, "privbayes": 2}
 #: The most columns the model-fitting competitors are asked to fit: MST's and AIM's time and
-#: memory grow about as the square of the columns, PrivBayes's time faster. Measured on 5,000 records of 4-value columns at epsilon
-#: 1, 2 cores, nothing else running: MST 9.5 s / 0.64 GB at 10 columns, 56 s / 1.3 GB at 20,
-#: 137 s / 2.6 GB at 30, 313 s / 5.1 GB at 40 (about 13 GB at 60); AIM 158 s / 2.2 GB at 10,
-#: 415 s / 4.6 GB at 14 (about 10 GB at 20); PrivBayes (about the 3.5th power) 23 s at
-#: 10, 108 s at 14, 379 s at 20 (about 26 minutes at 30, days at 160). At 160 columns none
-#: finished nor failed within minutes, while its budget had been charged.
+#: memory grow about as the square of the columns, PrivBayes's time faster. Measured on 5,000
+#: records of 4-value columns at epsilon 1, 2 cores, nothing else running: MST 9.5 s / 0.64 GB
+#: at 10 columns, 56 s / 1.3 GB at 20, 137 s / 2.6 GB at 30, 313 s / 5.1 GB at 40 (about 13 GB
+#: at 60); AIM 158 s / 2.2 GB at 10, 415 s / 4.6 GB at 14 (about 10 GB at 20); PrivBayes (about
+#: the 3.5th power) 23 s at 10, 108 s at 14, 379 s at 20 (about 26 minutes at 30, days at 160).
+#: At 160 columns none finished nor failed within minutes, while its budget had been charged.
 MAX_COLUMNS = {"mst": 48, "aim": 20, "privbayes": 30}
 #: Methods on an optional dependency: (module, extra).
 EXTRAS = {"mst": ("mbi", "pgm"), "aim": ("mbi", "pgm"), "privbayes": ("DataSynthesizer", "synth")}

@@ -105,9 +105,8 @@ class KroneckerLaplace:
             prefix = [np.vstack([np.zeros((1, p.shape[1])), np.cumsum(p, axis=0)]) for p in self.factors]
         out = np.zeros(n_queries)                    # a query of no boxes (a hand-built Workload) is exact
         for q, boxes in _by_owner(owner):
-            log_var = self._log_variance(prefix, lo[boxes], hi[boxes])
-            with np.errstate(over="ignore"):
-                out[q] = math.inf if max(log_var, log_floor) > 709.0 else math.exp(max(log_var, log_floor))
+            log_var = max(self._log_variance(prefix, lo[boxes], hi[boxes]), log_floor)    # NaN stays NaN
+            out[q] = math.inf if log_var > 709.0 else math.exp(log_var)
         return out
 
     def _log_variance(self, prefix: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> float:
@@ -158,11 +157,19 @@ RANK_TOLERANCE = 1e-6
 
 _KINDS = ("laplace", "kronecker-laplace")
 
+#: The noise model each block-view method records: its scales (and HDMM's strategy) are what
+#: checks the epsilon the file claims against the deviations its answers report. DAWA records
+#: none (its estimates are weighted least squares over data-dependent buckets; its deviations
+#: are reported as unknown).
+NOISE_MODELS = {"ripost": "laplace", "privtree": "laplace", "hdpview": "laplace", "identity": "laplace",
+                "hdmm": "kronecker-laplace", "dawa": None}
 
-def noise_from_dict(d: Any, kind: str | None, epsilon: float, n_leaves: int, shape: tuple[int, ...],
+
+def noise_from_dict(d: Any, method: str, epsilon: float, n_leaves: int, shape: tuple[int, ...],
                     f: Fields) -> NoiseModel | None:
-    """The noise model a view file records, checked against ``kind``, the one its method writes
-    (None: the method records none, and a file that has one is refused). Checked: scales and
+    """The noise model a view file of ``method`` records, checked against the kind that method
+    writes (:data:`NOISE_MODELS`; a file without one where the method writes
+    one is refused, and so is a file with one where it writes none). Checked: scales and
     strategy entries JSON numbers, finite; scales no smaller than the view's epsilon allows (a
     leaf or a measurement cannot have had more than the whole budget: ``b >= sensitivity /
     epsilon``, up to rounding, in logs, with sensitivity 1 for leaf counts and that of the
@@ -171,10 +178,14 @@ def noise_from_dict(d: Any, kind: str | None, epsilon: float, n_leaves: int, sha
     deviations use is the strategy's pseudo-inverse, computed here: a file states the
     measurements, and what their noise does to an answer follows from them and from epsilon."""
     fail = f.fail
+    kind = NOISE_MODELS[method]
     if kind is None:
         if d is not None:
             raise fail("this method records no noise model (its answers' deviations are not known); the file has one")
         return None
+    if d is None:
+        raise fail(f"a view of method {method!r} records its noise model, whose scales bound the epsilon it claims; "
+                   "this file has none")
     if not isinstance(d, dict) or d.get("kind") not in _KINDS:
         raise fail(f"'noise_model' must be an object of kind {kind!r}")
     if d["kind"] != kind:

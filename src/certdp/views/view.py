@@ -33,7 +33,7 @@ import pandas as pd
 
 from .. import _validate as V
 from ..randomness import RNGLike, as_generator
-from .noise import KroneckerLaplace, LeafLaplace, NoiseModel, cells_variance, noise_from_dict
+from .noise import NOISE_MODELS, KroneckerLaplace, LeafLaplace, NoiseModel, cells_variance, noise_from_dict
 from .tensor import CountTensor, Domain
 from .viewfile import Fields, ViewFileError, check_partition, read_view_file, write_view_file
 
@@ -83,7 +83,8 @@ class Workload:
         if isinstance(queries, str) or not isinstance(queries, Sequence):
             raise TypeError(f"queries must be a list of query strings, got {type(queries).__name__} {queries!r}"[:300])
         names = [d.name for d in domains]
-        most = min(MAX_QUERY_BOXES, MAX_QUERY_ENTRIES // max(1, len(domains)))
+        n_axes = len(domains)
+        most = min(MAX_QUERY_BOXES, MAX_QUERY_ENTRIES // max(1, n_axes))
         los: list[np.ndarray] = []
         his: list[np.ndarray] = []
         owners: list[np.ndarray] = []
@@ -110,18 +111,17 @@ class Workload:
             count = math.prod(len(r) for r in per_axis)
             n_boxes += count
             if n_boxes > most:
-                raise ValueError(f"the queries expand to more than {most:,} boxes over {len(domains)} columns "
+                raise ValueError(f"the queries expand to more than {most:,} boxes over {n_axes} columns "
                                  "(selections of values that are not neighbours on several columns multiply them); "
                                  "ask fewer at a time")
             # the product of the axes' intervals, first axis slowest (as itertools.product)
-            pick = np.indices([len(r) for r in per_axis]).reshape(len(domains), -1)
+            pick = np.indices([len(r) for r in per_axis]).reshape(n_axes, -1)
             ends = [np.asarray(r, dtype=np.int64) for r in per_axis]
             los.append(np.stack([e[p, 0] for e, p in zip(ends, pick)], axis=1))
             his.append(np.stack([e[p, 1] for e, p in zip(ends, pick)], axis=1))
             owners.append(np.full(count, qi, dtype=np.int64))
-        d = len(domains)
-        return Workload(np.concatenate(los).reshape(-1, d) if los else np.zeros((0, d), dtype=np.int64),
-                        np.concatenate(his).reshape(-1, d) if his else np.zeros((0, d), dtype=np.int64),
+        return Workload(np.concatenate(los).reshape(-1, n_axes) if los else np.zeros((0, n_axes), dtype=np.int64),
+                        np.concatenate(his).reshape(-1, n_axes) if his else np.zeros((0, n_axes), dtype=np.int64),
                         np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64), len(queries),
                         tuple(queries))
 
@@ -496,14 +496,6 @@ class MarginalView(_OverDomains):
 _HEADER = {"format", "digest", "method", "epsilon", "spent", "params", "ledger", "domains"}
 
 
-#: The noise model each block-view method records: its scales (and HDMM's strategy) are what
-#: checks the epsilon the file claims against the deviations its answers report. DAWA records
-#: none (its estimates are weighted least squares over data-dependent buckets; its deviations
-#: are reported as unknown).
-NOISE_MODELS = {"ripost": "laplace", "privtree": "laplace", "hdpview": "laplace", "identity": "laplace",
-                "hdmm": "kronecker-laplace", "dawa": None}
-
-
 #: The methods that write each layout of a view file.
 LAYOUTS = {"values": frozenset(NOISE_MODELS),
            "records": frozenset({"privbayes"}), "marginals": frozenset({"mst", "aim"})}
@@ -558,10 +550,6 @@ def _read_header(f: Fields) -> dict[str, Any]:
 
 def _read_blocks(f: Fields, head: dict[str, Any]) -> BlockView:
     f.only(_HEADER | {"noise_model", "lo", "hi", "values"})
-    kind = NOISE_MODELS[head["method"]]
-    if f.get("noise_model") is None and kind is not None:
-        raise f.fail(f"a view of method {head['method']!r} records its noise model, whose scales bound the epsilon it "
-                     "claims; this file has none")
     doms = head["domains"]
     shape = tuple(dm.size for dm in doms)
     lo = f.array("lo", f.get("lo"), "i", 2)
@@ -570,7 +558,7 @@ def _read_blocks(f: Fields, head: dict[str, Any]) -> BlockView:
     check_partition(lo, hi, shape, f.fail)
     if vals.size != lo.shape[0]:
         raise f.fail(f"{vals.size} values for {lo.shape[0]} leaves")
-    noise = noise_from_dict(f.get("noise_model"), kind, head["epsilon"], lo.shape[0], shape, f)
+    noise = noise_from_dict(f.get("noise_model"), head["method"], head["epsilon"], lo.shape[0], shape, f)
     return BlockView(doms, lo, hi, vals, head["method"], head["epsilon"], head["spent"], head["params"],
                      head["ledger"], noise)
 

@@ -16,8 +16,8 @@ over it, which certdp does not make.
 the format tag; the digest; every field's JSON type and shape (integers where codes are, not
 floats that would be truncated, not strings that numpy would parse); finite numbers; epsilon
 > 0 and 0 <= spent <= epsilon; the noise model the method writes, its scales at least
-sensitivity/epsilon (:func:`certdp.views.noise.noise_from_dict`); the leaves inside the domain, non-empty and a partition of it
-(:func:`check_partition`); synthetic records inside the domain, once each; marginals over
+sensitivity/epsilon (:func:`certdp.views.noise.noise_from_dict`); the leaves inside the
+domain, non-empty and a partition of it (:func:`check_partition`); synthetic records inside the domain, once each; marginals over
 valid, distinct axes with the right number of cells. A file that passes answers exactly what
 its numbers say.
 """
