@@ -209,6 +209,22 @@ def test_the_deviations_a_stranger_found_below_the_bound_are_not(tmp_path):
     assert two == pytest.approx(math.sqrt(2), rel=1e-6)      # its exact value: 2 b^2 ||P^T q||^2 = 2
 
 
+@pytest.mark.parametrize("eps", [0.1, 1.0, 7.0, 1e15])
+@pytest.mark.parametrize("method", ["identity", "hdmm"])
+def test_a_scale_within_rounding_below_its_floor_reports_the_floor(tmp_path, method, eps):
+    """A scale up to 1e-9 below sensitivity / epsilon loads (an honest builder's quotient, up to
+    rounding), and its deviations are those of the floor itself: none below sqrt(2) / epsilon by
+    more than float64 rounding (it was 5e-10 below with the recorded scale)."""
+    shape = (3,)
+    if method == "hdmm":
+        strategy = [[[2.0, 0, 0], [0, 2.0, 0], [0, 0, 2.0]]]      # sensitivity 2; a cell's std is sqrt(2) b / 2
+        model = {"kind": "kronecker-laplace", "scale": 2.0 / eps * (1 - 5e-10), "strategy": strategy}
+    else:
+        model = {"kind": "laplace", "scale": [1.0 / eps * (1 - 5e-10)] * 3}
+    std = load_view(_cells_file(tmp_path / "v.json", method, shape, eps, model)).answer(_box_queries(shape))["std"]
+    assert std.min() >= math.sqrt(2) / eps * (1 - 1e-14), (std.min() * eps / math.sqrt(2) - 1)
+
+
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(c=st.floats(-6, 6), axis=st.integers(0, 1), rescale=st.booleans())
 def test_a_rescaled_strategy_keeps_its_deviations_or_raises_them(tmp_path_factory, c, axis, rescale):

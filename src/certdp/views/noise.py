@@ -194,28 +194,33 @@ def noise_from_dict(d: Any, method: str, epsilon: float, n_leaves: int, shape: t
     if kind == "laplace":
         if set(d) != {"kind", "scale"} or scale.size == 0 or (scale.ndim == 1 and scale.size != n_leaves):
             raise fail(f"the laplace noise model needs one scale or {n_leaves} (one per leaf)")
-        _floor(scale, 0.0, epsilon, fail)
-        return LeafLaplace(scale)
+        return LeafLaplace(_floor(scale, 0.0, epsilon, fail))
     if set(d) != {"kind", "scale", "strategy"} or scale.ndim != 0:
         raise fail("the kronecker-laplace noise model needs one scale and its strategy")
-    model = KroneckerLaplace(float(scale), _strategy(d["strategy"], shape, f))
+    strategy = _strategy(d["strategy"], shape, f)
+    model = KroneckerLaplace(float(scale), strategy)
     with np.errstate(all="ignore"):
         for a, p in zip(model.strategy, model.factors):
             if not np.abs(p @ a - np.eye(a.shape[1])).max() <= RANK_TOLERANCE:
                 raise fail("a strategy factor is not of full column rank: some cells' counts cannot be told apart, "
                            "so no unbiased estimate (and no deviation) exists for them")
-    _floor(scale, model.log_sensitivity(), epsilon, fail)
-    return model
+    return KroneckerLaplace(float(_floor(scale, model.log_sensitivity(), epsilon, fail)), strategy)
 
 
-def _floor(scale: np.ndarray, log_sensitivity: float, epsilon: float, fail: Callable[[str], Exception]) -> None:
-    """Refuse a scale below ``sensitivity / epsilon`` (compared in logs; a scale of 0 or below always)."""
+def _floor(scale: np.ndarray, log_sensitivity: float, epsilon: float, fail: Callable[[str], Exception]
+           ) -> np.ndarray:
+    """The scales, refused when below ``sensitivity / epsilon`` (compared in logs; a scale of 0 or
+    below always) and raised to it when below by no more than rounding (an honest file's scale
+    is that quotient as its builder computed it), so that no deviation is reported below what
+    epsilon allows."""
+    log_floor = log_sensitivity - math.log(epsilon)
     with np.errstate(divide="ignore", invalid="ignore"):
-        low = ~(np.log(scale) >= log_sensitivity - math.log(epsilon) + math.log1p(-1e-9))    # NaN (< 0) too
+        low = ~(np.log(scale) >= log_floor + math.log1p(-1e-9))    # NaN (< 0) too
     if np.any(low):
-        need = math.exp(min(log_sensitivity - math.log(epsilon), 709.0))
+        need = math.exp(min(log_floor, 709.0))
         raise fail(f"a noise scale ({float(scale.min()):g}) is below sensitivity/epsilon = {need:g}: the file "
                    "claims more noise-free information than its epsilon pays for")
+    return np.maximum(scale, math.exp(min(log_floor, math.log(np.finfo(np.float64).max))))
 
 
 def _strategy(raw: Any, shape: tuple[int, ...], f: Fields) -> tuple[np.ndarray, ...]:
