@@ -209,6 +209,13 @@ def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1
     calls this function."""
     checked = check_request(tensor, method, epsilon, params)
     check_progress(progress)
+    return build_checked(tensor, method, float(epsilon), rng, progress, checked)
+
+
+def build_checked(tensor: CountTensor, method: str, epsilon: float, rng: RNGLike, progress: Progress | None,
+                  checked: dict[str, Any]) -> BlockView | DenseView | SampleView | MarginalView:
+    """:func:`build_view` for a request :func:`check_request` has passed (``checked``: what it
+    returned) with a ``progress`` :func:`check_progress` has passed."""
     if method in REPORTS_PROGRESS:
-        checked["progress"] = progress
-    return METHODS[method](tensor, epsilon=float(epsilon), rng=rng, **checked)
+        checked = {**checked, "progress": progress}
+    return METHODS[method](tensor, epsilon=epsilon, rng=rng, **checked)

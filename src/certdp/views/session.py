@@ -12,7 +12,8 @@ in memory, or, with ``ledger``, in the persistent ledger file of :mod:`.ledger` 
 epsilon, columns=..., domains=...)`` checks the whole request first
 (:func:`~certdp.views.build.check_request`; a bad request costs nothing), charges ``epsilon``
 (refused with :class:`~certdp.views.budget.BudgetExceeded` past the total, before any noise is
-drawn), then calls :func:`~certdp.views.build.build_view`, the one place views are built. A
+drawn), then builds the checked request (:func:`~certdp.views.build.build_checked`, which
+:func:`~certdp.views.build.build_view` calls too: the one place views are built). A
 charge is never refunded: if the build fails after it, the budget stays spent.
 
 The charge is the ``epsilon`` the view is built with. The view's own accountant keeps its
@@ -30,7 +31,7 @@ import pandas as pd
 from ..progress import Progress
 from ..randomness import RNGLike
 from .budget import BudgetExceeded
-from .build import NOT_RELEASES, build_view, check_epsilon, check_progress, check_request
+from .build import NOT_RELEASES, build_checked, check_epsilon, check_progress, check_request
 from .ledger import Account, Ledger, LedgerError, check_total, table_digest
 from .tensor import CountTensor, Domain
 from .view import BlockView, DenseView, MarginalView, SampleView
@@ -141,7 +142,7 @@ class Session:
         eps = check_epsilon(epsilon)
         info = {"method": method, "columns": list(tensor.columns), **({"note": str(note)} if note else {})}
         number = self._charge(eps, info)
-        view = build_view(tensor, method, eps, rng, progress=progress, **checked)
+        view = build_checked(tensor, method, eps, rng, progress, checked)
         if self._ledger is not None:
             self._ledger.mark_released(self.digest, number)
         else:
