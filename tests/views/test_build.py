@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
+from certdp.randomness import CounterRNG
 from certdp.views.build import build_view
 
 from .tensors import random_tensor
@@ -59,18 +62,27 @@ def test_a_model_fit_over_too_many_columns_is_refused_before_its_charge(method):
     assert session.spent == 0
 
 
-def test_a_progress_that_cannot_be_called_is_refused_before_the_charge():
-    """progress is checked with the request: a Session refuses it before charging (it failed
-    only when the build first reported, after the charge), and build_view refuses it too."""
+_NOT_CALLABLE = st.one_of(st.integers(), st.text(max_size=3), st.floats(), st.lists(st.integers(), max_size=2))
+_NOT_A_SEED = st.one_of(st.text(max_size=3), st.floats(), st.booleans(), st.lists(st.integers(), max_size=2),
+                        st.builds(CounterRNG, st.integers(0, 10)))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(progress=st.one_of(st.none(), _NOT_CALLABLE), rng=st.one_of(st.none(), _NOT_A_SEED),
+       method=st.sampled_from(["identity", "privtree"]))
+def test_call_arguments_a_build_cannot_use_are_refused_before_the_charge(progress, rng, method):
+    """progress and rng are checked with the request: a Session refuses them before charging (a
+    build failed on them only when it first reported or drew noise, after the charge), and
+    build_view refuses them too."""
     from certdp.views.session import Session
 
+    assume(progress is not None or rng is not None)
     t = random_tensor(np.random.default_rng(0))
     session = Session(t, 10.0)
-    for bad in (5, "x"):
-        with pytest.raises(TypeError, match="progress must be a callable"):
-            session.build_view("privtree", 1.0, progress=bad)
-        with pytest.raises(TypeError, match="progress must be a callable"):
-            build_view(t, "identity", 1.0, 1, progress=bad)
+    with pytest.raises(TypeError, match="progress must be a callable|rng must be|CounterRNG"):
+        session.build_view(method, 1.0, progress=progress, rng=rng)
+    with pytest.raises(TypeError, match="progress must be a callable|rng must be|CounterRNG"):
+        build_view(t, method, 1.0, rng, progress=progress)
     assert session.spent == 0
 
 

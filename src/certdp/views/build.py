@@ -22,7 +22,7 @@ import numpy as np
 from .. import _validate as V
 from .._optional import MissingExtraError
 from ..progress import Progress
-from ..randomness import RNGLike
+from ..randomness import RNGLike, as_generator
 from .competitors import MAX_IDENTITY_CELLS, check_dense, hdpview, identity, privtree
 from .marginals import aim, mst
 from .noise import MAX_HDMM_AXIS
@@ -197,6 +197,13 @@ def check_progress(progress: Any) -> None:
         raise TypeError(f"progress must be a callable taking a ProgressEvent, or None; got {type(progress).__name__}")
 
 
+def check_rng(rng: Any) -> None:
+    """Refuse an ``rng`` a view cannot draw from (before a release's charge, as
+    :func:`check_progress`): None, an int seed or a numpy Generator."""
+    if rng is not None:
+        as_generator(rng)
+
+
 def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None, *,
                progress: Progress | None = None, **params: Any) -> BlockView | DenseView | SampleView | MarginalView:
     """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
@@ -209,6 +216,7 @@ def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1
     calls this function."""
     checked = check_request(tensor, method, epsilon, params)
     check_progress(progress)
+    check_rng(rng)
     return build_checked(tensor, method, float(epsilon), rng, progress, checked)
 
 

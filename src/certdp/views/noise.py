@@ -67,6 +67,16 @@ MAX_HDMM_AXIS = 500
 MAX_GRAM_BOXES = 4096
 
 
+def log_sensitivity(strategy: tuple[np.ndarray, ...]) -> float:
+    """The natural log of the L1 sensitivity of ``A x`` to one record, ``A`` the Kronecker
+    product of ``strategy``: the sum over axes of the log of ``A_i``'s largest column L1 norm (a
+    record is one cell, one column of ``A``). In logs, so that 22 columns of factors near 1e15
+    and 1e-15 neither overflow nor vanish."""
+    with np.errstate(divide="ignore"):
+        return float(sum(math.log(float(np.abs(a).sum(axis=0).max())) if np.any(a) else -math.inf
+                         for a in strategy))
+
+
 @dataclass(frozen=True)
 class KroneckerLaplace:
     """``y = A x + Laplace(scale)`` with ``A = A_1 x ... x A_d`` (``strategy``, each ``A_i`` an
@@ -82,12 +92,8 @@ class KroneckerLaplace:
             object.__setattr__(self, "factors", tuple(np.linalg.pinv(a) for a in self.strategy))
 
     def log_sensitivity(self) -> float:
-        """The natural log of the L1 sensitivity of ``A x`` to one record: the sum over axes of
-        the log of ``A_i``'s largest column L1 norm (a record is one cell, one column of ``A``).
-        In logs, so that 22 columns of factors near 1e15 and 1e-15 neither overflow nor vanish."""
-        with np.errstate(divide="ignore"):
-            return float(sum(math.log(float(np.abs(a).sum(axis=0).max())) if np.any(a) else -math.inf
-                             for a in self.strategy))
+        """The natural log of the L1 sensitivity of ``A x`` to one record (:func:`log_sensitivity`)."""
+        return log_sensitivity(self.strategy)
 
     def variances(self, lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, n_queries: int) -> np.ndarray:
         """The noise variance of each query's answer (module docstring), never below the least
@@ -198,13 +204,13 @@ def noise_from_dict(d: Any, method: str, epsilon: float, n_leaves: int, shape: t
     if set(d) != {"kind", "scale", "strategy"} or scale.ndim != 0:
         raise fail("the kronecker-laplace noise model needs one scale and its strategy")
     strategy = _strategy(d["strategy"], shape, f)
-    model = KroneckerLaplace(float(scale), strategy)
+    model = KroneckerLaplace(float(_floor(scale, log_sensitivity(strategy), epsilon, fail)), strategy)
     with np.errstate(all="ignore"):
         for a, p in zip(model.strategy, model.factors):
             if not np.abs(p @ a - np.eye(a.shape[1])).max() <= RANK_TOLERANCE:
                 raise fail("a strategy factor is not of full column rank: some cells' counts cannot be told apart, "
                            "so no unbiased estimate (and no deviation) exists for them")
-    return KroneckerLaplace(float(_floor(scale, model.log_sensitivity(), epsilon, fail)), strategy)
+    return model
 
 
 def _floor(scale: np.ndarray, log_sensitivity: float, epsilon: float, fail: Callable[[str], Exception]

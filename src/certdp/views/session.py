@@ -31,7 +31,7 @@ import pandas as pd
 from ..progress import Progress
 from ..randomness import RNGLike
 from .budget import BudgetExceeded
-from .build import NOT_RELEASES, build_checked, check_epsilon, check_progress, check_request
+from .build import NOT_RELEASES, build_checked, check_epsilon, check_progress, check_request, check_rng
 from .ledger import Account, Ledger, LedgerError, check_total, table_digest
 from .tensor import CountTensor, Domain
 from .view import BlockView, DenseView, MarginalView, SampleView
@@ -139,6 +139,7 @@ class Session:
         tensor = self.tensor(columns, domains, overflow=overflow)
         checked = check_request(tensor, method, epsilon, params)
         check_progress(progress)
+        check_rng(rng)
         eps = check_epsilon(epsilon)
         info = {"method": method, "columns": list(tensor.columns), **({"note": str(note)} if note else {})}
         number = self._charge(eps, info)
