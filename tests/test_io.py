@@ -141,7 +141,7 @@ def test_a_write_that_fails_midway_is_one_error_and_leaves_nothing(folder, code,
 def test_a_read_only_folder_is_refused_before_the_work(folder, monkeypatch):
     def read_only(*a, **kw):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
-    monkeypatch.setattr(_io.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(_io, "_create_registered", read_only)
     res = CliRunner().invoke(main, [*BASE["solve"], "--out", "m"])
     assert res.exit_code == 2 and "read-only" in res.output and res.output.count("\n") == 1
 
@@ -302,3 +302,41 @@ def test_json_integers_are_refused_exactly_when_they_leave_float64(digits, lead,
             _io.load_json(text, "a file")
     else:
         assert _io.load_json(text, "a file")["n"][-1] == int(literal)
+
+
+@pytest.mark.parametrize("when", ["after creating", "after replacing", "in the probe"])
+def test_a_stop_at_each_step_of_a_write_leaves_no_temporary_file(tmp_path, when):
+    """A stop (abandon_writes, as the signal handler calls it) right after a write's temporary
+    file is created, right after it replaced its target, or inside the folder's probe: no
+    temporary file is left, and the target counts as written exactly when it was replaced. (A
+    stop between the file's creation and its registration left it behind.)"""
+    code = f"""
+import os, sys, json
+sys.path.insert(0, {SRC!r})
+from pathlib import Path
+from certdp import _io
+when, folder = {when!r}, Path({str(tmp_path)!r})
+real_open, real_replace = os.open, os.replace
+def stop():
+    print(json.dumps([str(p) for p in _io.abandon_writes()])); sys.stdout.flush(); os._exit(0)
+def opening(*a, **k):
+    fd = real_open(*a, **k)
+    if when != "after replacing":
+        os.close(fd); stop()
+    return fd
+def replacing(*a, **k):
+    real_replace(*a, **k); stop()
+_io.os.open, _io.os.replace = opening, replacing
+if when == "in the probe":
+    _io.output_path(folder / "m.json")
+with _io.atomic_target(folder / "m.json", ".json") as tmp:
+    Path(tmp).write_text("{{}}")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    written = json.loads(r.stdout)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    if when == "after replacing":
+        assert left == ["m.json"] and written == [str(tmp_path / "m.json")]
+    else:
+        assert left == [] and written == []

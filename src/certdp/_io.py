@@ -30,8 +30,8 @@ import json
 import math
 import os
 import re
+import secrets
 import sys
-import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -102,11 +102,10 @@ def output_path(path: str | Path, suffix: str = "", *, what: str = "--out") -> P
     if p.exists() and not os.access(p, os.W_OK):
         raise OutputError(f"{what}: {p} cannot be written (permission denied)")
     try:
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".tmp-")
+        probe = _create_registered(parent / p.name, "")
     except OSError as exc:
         raise OutputError(f"{what}: {p} cannot be written: {_reason(exc)} in {parent}") from None
-    os.close(fd)
-    os.unlink(probe)
+    _drop(probe)
     return p
 
 
@@ -117,6 +116,7 @@ def _umask() -> int:
 
 
 _pending: dict[str, Path] = {}     # temporary file -> the file it will replace
+_created: set[str] = set()         # the temporary files of _pending that have been created
 _written: list[Path] = []          # files this process has written
 _registry = threading.RLock()
 
@@ -132,10 +132,7 @@ def atomic_target(path: str | Path, suffix: str) -> Iterator[str]:
     tmp: str | None = None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=suffix)
-        os.close(fd)
-        with _registry:
-            _pending[tmp] = p
+        tmp = _create_registered(p, suffix)
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())      # the permissions of a file created normally
         with _registry:
@@ -145,16 +142,51 @@ def atomic_target(path: str | Path, suffix: str) -> Iterator[str]:
         raise OutputError(f"cannot write {p}: {_reason(exc)}") from None
     finally:
         if tmp is not None:
+            _drop(tmp)
+
+
+def _drop(tmp: str) -> None:
+    """Remove a registered temporary file if it is still there (a write that failed, or a probe)
+    and forget it; in an order that a stop at any step neither leaves it behind nor counts its
+    target as written."""
+    with _registry:
+        if os.path.lexists(tmp):
+            _created.discard(tmp)
+            os.unlink(tmp)
+        _pending.pop(tmp, None)
+        _created.discard(tmp)
+
+
+def _create_registered(target: Path, suffix: str) -> str:
+    """A new empty temporary file beside ``target``, registered before it exists (a stop between
+    its creation and its registration would leave it behind: :func:`abandon_writes` removes
+    every registered name, and counts a missing one as written only once it was created)."""
+    for _ in range(100):
+        tmp = str(target.parent / f".tmp-{secrets.token_hex(8)}{suffix}")
+        with _registry:
+            _pending[tmp] = target
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
             with _registry:
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
                 _pending.pop(tmp, None)
+            continue
+        except BaseException:
+            with _registry:
+                _pending.pop(tmp, None)
+            raise
+        with _registry:
+            _created.add(tmp)
+        os.close(fd)
+        return tmp
+    raise OSError(errno.EEXIST, f"no free temporary name beside {target}")
 
 
 def abandon_writes(wait: float = 0.2) -> list[Path]:
     """For a process about to exit on a signal, from any thread: remove the temporary file of
     every write still under way and return the files already written. A write whose temporary
-    file is gone has replaced its file (the replacement is atomic), so it counts as written.
+    file was created and is gone has replaced its file (the replacement is atomic), so it counts
+    as written.
     The registry is taken for at most ``wait`` seconds (the thread holding it may be stuck)
     and never given back, so no write completes afterwards."""
     _registry.acquire(timeout=wait)
@@ -163,7 +195,8 @@ def abandon_writes(wait: float = 0.2) -> list[Path]:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
-            written.append(target)
+            if tmp in _created:
+                written.append(target)
         except OSError:
             pass
     return written
