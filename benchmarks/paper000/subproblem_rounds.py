@@ -99,7 +99,8 @@ def _censored_columns(cs: list[dict[str, Any]]) -> list[Any]:
     return [sum(len(c["blocks"]) for c in cs),
             f'{sum(c["infeasible_without_cut"] for c in cs)} of {sum(c["answers"] for c in cs)}',
             f'{float(np.median(viol)):.2g}; {max(viol):.2g}' if viol else None,
-            max(moves, default=None), _spread([v for c in cs for v in c["infeasibility_at_last_point"] if v is not None])]
+            max(moves, default=None),
+            _spread([v for c in cs for v in c["infeasibility_at_last_point"] if v is not None])]
 
 
 def _spread(v: list[float]) -> str | None:
@@ -117,9 +118,10 @@ def _censored(run: RecordingRunner, first: list[int]) -> dict[str, Any]:
              for p, q in zip(run.points, run.points[1:]) for b in never]
     last = run.points[-1] if run.points else None
     return {"blocks": never,
-            "infeasibility_at_last_point": [None if last is None else _infeasibility(run.specs[b], last[run.specs[b].coupling])
-                                            for b in never],
-            "infeasible_without_cut": sum(c[b][0] == "infeasible" and c[b][2] is None for c in run.calls for b in never),
+            "infeasibility_at_last_point": [None if last is None else
+                                            _infeasibility(run.specs[b], last[run.specs[b].coupling]) for b in never],
+            "infeasible_without_cut": sum(c[b][0] == "infeasible" and c[b][2] is None
+                                          for c in run.calls for b in never),
             "answers": len(never) * len(run.calls),
             "cut_violations": viol,
             "largest_move": max(moves, default=None)}
@@ -202,7 +204,8 @@ def main() -> None:
                      "first feasible round (mean)", "corr(size, round)", "corr(boundary, round)",
                      "s per block solve", "CPU s per master solve", "never feasible: blocks",
                      "never feasible: infeasible answers without a cut", "never feasible: cut violation (median; max)",
-                     "never feasible: largest move of y", "never feasible: infeasibility at the last point (min; median; max)",
+                     "never feasible: largest move of y",
+                     "never feasible: infeasibility at the last point (min; median; max)",
                      "paper corr(size, round), k-m-DV"], rows,
                     notes=[f"design: {a.design}; gap {a.gap:g}; caps {a.rounds} rounds and {a.cap:g} s wall clock per "
                            f"solve; 25 subsets, k-means seed 0, blocks solved by {a.workers} "
@@ -218,8 +221,8 @@ def main() -> None:
                            "their cuts' violation (median and largest over every such cut of the runs) at the point "
                            "each was made for (the cut const + coef'y <= 0 scaled to coefficients of at most 1; "
                            "HiGHS's feasibility tolerance is 1e-9); the largest change of any coupled y entry between "
-                           "two consecutive master points; their infeasibility at the run's last master point: the least "
-                           "total violation of their rows (phase 1, in the rows' units)",
+                           "two consecutive master points; their infeasibility at the run's last master point: the "
+                           "least total violation of their rows (phase 1, in the rows' units)",
                            "paper: Figures 8-11 (MATLAB on 16 cores, its own instances): corr 0.712 / 0.6264 / 0.1302 "
                            "/ 0.6072 (road / grid / text / Gaussian); k-m-DV lowest block and master times, 1.505 s "
                            "per MP and 1.194 s per subproblem on average"], raw=raw, args=a)

@@ -123,11 +123,12 @@ def main() -> None:
                 mech = exact(cal.result)
                 Z = mech.matrix
                 lq, wc = quantile_loss(Z, space.cost), worst_case_loss(Z, space.cost)
-                rec: dict[str, Any] = {"seed": seed, "n": n, "method": m, "epsilon": cal.epsilon, "epsilon_tight": cal.epsilon_tight,
-                       "matched": cal.matched, "quantile_loss": lq, "worst_case_loss": wc,
-                       "nonzeros": cal.result.stats.get("nonzeros"), "seconds": cal.result.timings.get("total"),
-                       "audit_passed": bool(mech.verification.passed),
-                       "calibration": [list(t) for t in cal.trials], "calibration_seconds": cal.seconds}
+                rec: dict[str, Any] = {
+                    "seed": seed, "n": n, "method": m, "epsilon": cal.epsilon, "epsilon_tight": cal.epsilon_tight,
+                    "matched": cal.matched, "quantile_loss": lq, "worst_case_loss": wc,
+                    "nonzeros": cal.result.stats.get("nonzeros"), "seconds": cal.result.timings.get("total"),
+                    "audit_passed": bool(mech.verification.passed),
+                    "calibration": [list(t) for t in cal.trials], "calibration_seconds": cal.seconds}
                 raw.append(rec)
                 print({k: v for k, v in rec.items() if k != "calibration"}, flush=True)
             here = [r for r in raw if r["seed"] == seed and r["n"] == n]
@@ -139,8 +140,10 @@ def main() -> None:
             write_table(name, title, ["subset", "n", "method", "epsilon", "epsilon_tight", "L_0.95",
                                       "L_0.95 / ExpMech's", "worst-case loss", "LP non-zeros", "seconds",
                                       "calibration solves", "calibration seconds", "audit"],
-                        rows, notes=["each method calibrated to the target epsilon_tight within 1%" + ("" if a.spanner_rtol is None else
-                                     " (where SpannerMech ran: to the epsilon_tight it reached, below)") + "; seconds: the "
+                        rows, notes=["each method calibrated to the target epsilon_tight within 1%"
+                                     + ("" if a.spanner_rtol is None else
+                                        " (where SpannerMech ran: to the epsilon_tight it reached, below)")
+                                     + "; seconds: the "
                                      "final solve (ConstOPTMech: its three lambdas); calibration seconds: every "
                                      "solve and epsilon_tight measurement of the calibration, the final solve "
                                      "among them",

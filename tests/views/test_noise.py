@@ -277,7 +277,8 @@ def test_a_noise_model_of_another_method_is_refused(tmp_path, method, kind):
 
 
 @pytest.mark.parametrize("model", [
-    {"kind": "laplace", "scale": "1.0"}, {"kind": "laplace", "scale": [True] * 6}, {"kind": "laplace", "scale": " 1e0 "},
+    {"kind": "laplace", "scale": "1.0"}, {"kind": "laplace", "scale": [True] * 6},
+    {"kind": "laplace", "scale": " 1e0 "},
     {"kind": "laplace", "scale": []}, {"kind": "laplace", "scale": 0.0}, {"kind": "laplace", "scale": -1.0},
     {"kind": "kronecker-laplace", "scale": -1.0, "strategy": [np.eye(3).tolist(), np.eye(2).tolist()]},
     {"kind": "kronecker-laplace", "scale": 1e-300, "strategy": [(np.eye(3) * 3e-309).tolist(), np.eye(2).tolist()]},

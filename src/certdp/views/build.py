@@ -146,11 +146,19 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
     return eps
 
 
-def check_request(tensor: CountTensor, method: str, epsilon: Any, params: dict[str, Any]) -> dict[str, Any]:
+def check_request(tensor: CountTensor, method: str, epsilon: Any, params: dict[str, Any], *, rng: Any = None,
+                  progress: Any = None) -> dict[str, Any]:
     """Check a build request completely, before any budget is charged or noise drawn: returns
     the parameters, checked (unknown ones are refused, so a typo cannot silently fall back to
-    a default). Raises ``ValueError``/``TypeError`` naming the argument, or
-    :class:`~certdp._optional.MissingExtraError` naming the extra to install."""
+    a default). ``rng`` must be one a view can draw from (None, an int seed or a numpy
+    Generator) and ``progress`` callable or None: a build would otherwise fail on them only when
+    it first draws noise or reports, after the budget is spent. Raises ``ValueError``/``TypeError``
+    naming the argument, or :class:`~certdp._optional.MissingExtraError` naming the extra to
+    install."""
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable taking a ProgressEvent, or None; got {type(progress).__name__}")
+    if rng is not None:
+        as_generator(rng)
     if not isinstance(tensor, CountTensor):
         raise TypeError(f"a view is built from a CountTensor, got {type(tensor).__name__}")
     if not isinstance(method, str):
@@ -190,20 +198,6 @@ def check_request(tensor: CountTensor, method: str, epsilon: Any, params: dict[s
     return checked
 
 
-def check_progress(progress: Any) -> None:
-    """Refuse a ``progress`` that cannot be called (before a release's charge: a build would
-    fail on it only when it first reports, after the budget is spent)."""
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be a callable taking a ProgressEvent, or None; got {type(progress).__name__}")
-
-
-def check_rng(rng: Any) -> None:
-    """Refuse an ``rng`` a view cannot draw from (before a release's charge, as
-    :func:`check_progress`): None, an int seed or a numpy Generator."""
-    if rng is not None:
-        as_generator(rng)
-
-
 def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1, rng: RNGLike = None, *,
                progress: Progress | None = None, **params: Any) -> BlockView | DenseView | SampleView | MarginalView:
     """Build an ``epsilon``-DP view of ``tensor`` with ``method``; ``params`` are the method's
@@ -214,16 +208,14 @@ def build_view(tensor: CountTensor, method: str = "ripost", epsilon: float = 0.1
     builds against each other. To keep several releases about one table within a total, build
     them through a :class:`~certdp.views.session.Session`, which charges its ledger and then
     calls this function."""
-    checked = check_request(tensor, method, epsilon, params)
-    check_progress(progress)
-    check_rng(rng)
+    checked = check_request(tensor, method, epsilon, params, rng=rng, progress=progress)
     return build_checked(tensor, method, float(epsilon), rng, progress, checked)
 
 
 def build_checked(tensor: CountTensor, method: str, epsilon: float, rng: RNGLike, progress: Progress | None,
                   checked: dict[str, Any]) -> BlockView | DenseView | SampleView | MarginalView:
     """:func:`build_view` for a request :func:`check_request` has passed (``checked``: what it
-    returned) with a ``progress`` :func:`check_progress` has passed."""
+    returned, for these ``rng`` and ``progress``)."""
     if method in REPORTS_PROGRESS:
         checked = {**checked, "progress": progress}
     return METHODS[method](tensor, epsilon=epsilon, rng=rng, **checked)

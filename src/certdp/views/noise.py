@@ -143,7 +143,8 @@ class KroneckerLaplace:
 
     def to_dict(self) -> dict[str, Any]:
         """The model as the view file records it: the scale and the strategy's factors ``A_i``."""
-        return {"kind": "kronecker-laplace", "scale": float(self.scale), "strategy": [a.tolist() for a in self.strategy]}
+        return {"kind": "kronecker-laplace", "scale": float(self.scale),
+                "strategy": [a.tolist() for a in self.strategy]}
 
 
 NoiseModel = LeafLaplace | KroneckerLaplace

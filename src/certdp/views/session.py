@@ -31,7 +31,7 @@ import pandas as pd
 from ..progress import Progress
 from ..randomness import RNGLike
 from .budget import BudgetExceeded
-from .build import NOT_RELEASES, build_checked, check_epsilon, check_progress, check_request, check_rng
+from .build import NOT_RELEASES, build_checked, check_epsilon, check_request
 from .ledger import Account, Ledger, LedgerError, check_total, table_digest
 from .tensor import CountTensor, Domain
 from .view import BlockView, DenseView, MarginalView, SampleView
@@ -137,9 +137,7 @@ class Session:
                                 if rng is not None else NOT_RELEASES[method])
                              + "; build it without a ledger")
         tensor = self.tensor(columns, domains, overflow=overflow)
-        checked = check_request(tensor, method, epsilon, params)
-        check_progress(progress)
-        check_rng(rng)
+        checked = check_request(tensor, method, epsilon, params, rng=rng, progress=progress)
         eps = check_epsilon(epsilon)
         info = {"method": method, "columns": list(tensor.columns), **({"note": str(note)} if note else {})}
         number = self._charge(eps, info)
